@@ -1,0 +1,1 @@
+"""gpu-platform components: the spec, the catalog, pure derivations and the ComponentResources."""

@@ -1,0 +1,133 @@
+"""Per-pool facts derived from the spec and the catalog: pure functions, no Pulumi.
+
+A `Pool` is what every consumer needs to know about one GPU pool (hardware, scale, sharing,
+the labels and taint its nodes carry), so the cloud wings, the Kubernetes layer and the
+summary never re-derive it, and never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components import catalog
+from components.spec import NodePoolSpec, PlatformSpec, SharingMode
+
+# Label keys we own; the NVIDIA ones are read by the device plugin and GPU feature discovery.
+POOL_LABEL = "gpu-platform.io/pool"
+GPU_MODEL_LABEL = "gpu-platform.io/gpu-model"
+# The device plugin picks its named config from this node label (k8s-device-plugin README).
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+# The taint that keeps non-GPU pods off GPU nodes; the device plugin and GPU pods tolerate it.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    # Kubernetes spelling; each wing maps it to its API's spelling (NO_SCHEDULE on EKS/GKE).
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    gpu: catalog.GpuModel
+    # None for pools of an existing cluster, which have no catalog shape.
+    instance_type: catalog.InstanceType | None
+    gpus_per_node: int
+    min_nodes: int
+    max_nodes: int
+    capacity: str
+    sharing_mode: SharingMode
+    # Schedulable `nvidia.com/gpu` per physical GPU: replicas, MIG instances, or 1.
+    slots_per_gpu: int
+    mig_profile: str | None
+    node_selector: dict[str, str]
+
+    @property
+    def device_plugin_config(self) -> str:
+        """The device-plugin named config this pool's nodes select (one per sharing profile)."""
+        if self.sharing_mode == "none":
+            return "none"
+        if self.sharing_mode == "mig":
+            return "mig-single"
+        return f"{self.sharing_mode}-{self.slots_per_gpu}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels the wing puts on the pool's nodes; Kueue flavors and jobs select on them."""
+        return {
+            POOL_LABEL: self.name,
+            GPU_MODEL_LABEL: self.gpu.name,
+            DEVICE_PLUGIN_CONFIG_LABEL: self.device_plugin_config,
+        }
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """What finds this pool's nodes: our pool label, or the given selector on existing nodes."""
+        return dict(self.node_selector) if self.node_selector else {POOL_LABEL: self.name}
+
+    @property
+    def taint(self) -> Taint:
+        return Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE)
+
+    @property
+    def slots_per_node(self) -> int:
+        """What one node advertises as `nvidia.com/gpu` (scale-from-zero templates need it)."""
+        return self.gpus_per_node * self.slots_per_gpu
+
+    @property
+    def max_gpus(self) -> int:
+        return self.max_nodes * self.gpus_per_node
+
+    @property
+    def max_slots(self) -> int:
+        return self.max_nodes * self.slots_per_node
+
+    @property
+    def usd_per_node_hour(self) -> float | None:
+        """Reference on-demand price of one node (catalog.PRICE_NOTE); None on existing nodes.
+
+        N1 machines are priced in the catalog with their minimum T4 count; extra attached T4s
+        are charged per GPU at the same per-GPU share.
+        """
+        shape = self.instance_type
+        if shape is None:
+            return None
+        return shape.usd_per_hour * self.gpus_per_node / shape.gpus_per_node
+
+
+def derive_pool(spec_pool: NodePoolSpec) -> Pool:
+    """The pool facts of one validated pool spec."""
+    shape = catalog.INSTANCE_TYPES[spec_pool.instance_type] if spec_pool.instance_type else None
+    gpu_name = shape.gpu if shape else spec_pool.gpu_model
+    assert gpu_name is not None, "parse_spec guarantees a GPU model"
+    gpu = catalog.GPU_MODELS[gpu_name]
+    gpus = spec_pool.gpus_per_node or (shape.gpus_per_node if shape else 1)
+    sharing = spec_pool.sharing
+    if sharing.mode in ("time-slicing", "mps"):
+        slots = sharing.replicas or 1
+    elif sharing.mode == "mig" and sharing.profile:
+        slots = gpu.mig_profiles[sharing.profile]
+    else:
+        slots = 1
+    return Pool(
+        name=spec_pool.name,
+        gpu=gpu,
+        instance_type=shape,
+        gpus_per_node=gpus,
+        min_nodes=spec_pool.min_nodes,
+        max_nodes=spec_pool.max_nodes,
+        capacity=spec_pool.capacity,
+        sharing_mode=sharing.mode,
+        slots_per_gpu=slots,
+        mig_profile=sharing.profile,
+        node_selector=dict(spec_pool.node_selector),
+    )
+
+
+def derive_pools(spec: PlatformSpec) -> list[Pool]:
+    return [derive_pool(pool) for pool in spec.node_pools]

@@ -1,0 +1,1 @@
+"""The Pulumi program (`python -m infra`) and the offline tooling that runs it."""

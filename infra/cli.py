@@ -1,0 +1,105 @@
+"""`gpu-platform`: the offline tools around the Pulumi program.
+
+Every command runs the real program (infra.program) under the SDK's mock engine, so what it
+shows is what `pulumi up` would declare, without a Pulumi CLI, a cloud account or credentials.
+Exit codes: 0 success, 2 invalid input (spec or usage), 1 anything else, with its cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from components.spec import PlatformSpec, SpecError, stack_file_schema
+from infra import program, stackfile, summary, synth
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INVALID = 2
+
+
+def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
+    """Check the stack file, then run the program on it. Raises SpecError before any resource."""
+    stack_file = stackfile.read(ref, root)
+    spec = stack_file.spec()
+    result = synth.run(
+        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config()
+    )
+    return stack_file, spec, result
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    root = stackfile.project_root()
+    started = time.perf_counter()
+    stack_file, spec, result = synthesize(args.stack, root)
+    out_dir = (args.out or root / "build" / "synth") / stack_file.stack
+    synth.write(result, out_dir, summary.markdown(spec, stack_file.stack))
+    elapsed = time.perf_counter() - started
+    print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
+    print(summary.table(spec))
+    print(
+        f"{len(result.resources)} resources, {len(result.kubernetes_objects())} Kubernetes objects"
+        f" -> {out_dir} ({elapsed:.1f}s)"
+    )
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="gpu-platform", description="Offline tools for the gpu-platform Pulumi program.")
+    commands = top.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("synth", help="run the program offline and write what it declares")
+    p.add_argument("stack", help="a stack name (stacks/Pulumi.<name>.yaml) or a path to a Pulumi.<name>.yaml")
+    p.add_argument("--out", type=Path, help="output folder (default build/synth); files go to OUT/<stack>")
+    p.set_defaults(func=cmd_synth)
+
+    p = commands.add_parser("schema", help="print the stack file's JSON Schema")
+    p.set_defaults(func=cmd_schema)
+    return top
+
+
+def _close_event_loop() -> None:
+    """Let the SDK's pending tasks finish and close the loop, so exit prints nothing."""
+    try:
+        loop = asyncio.get_event_loop()
+    except RuntimeError:
+        return
+    if loop.is_closed():
+        return
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_INVALID
+    except stackfile.StackFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - the CLI's contract: a cause, never a traceback
+        print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    finally:
+        _close_event_loop()
+
+
+def entrypoint() -> None:
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""What the mock engine answers for the outputs a real provider would compute.
+
+One table, keyed by type token (resources) or function token (invokes), so each wing adds
+the outputs its program reads (endpoints, ARNs, zones) in one place. Strings may use
+`{name}` (the resource's name) and `{region}` (the stack's aws:region or gcp:region).
+Everything here is visibly fake: account 000000000000, hosts under `.mock.internal`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+MOCK_ACCOUNT = "000000000000"
+
+RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
+    "aws:eks/cluster:Cluster": {
+        "endpoint": "https://{name}.eks.{region}.mock.internal",
+        "certificateAuthority": {"data": "bW9jay1jbHVzdGVyLWNh"},
+        "identities": [{"oidcs": [{"issuer": "https://oidc.eks.{region}.mock.internal/id/{name}"}]}],
+        "version": "1.33",
+    },
+    "gcp:container/cluster:Cluster": {
+        "endpoint": "10.0.0.2",
+        "masterAuth": {"clusterCaCertificate": "bW9jay1jbHVzdGVyLWNh"},
+    },
+}
+
+# Outputs every resource of a package gets unless the table above says otherwise.
+PACKAGE_OUTPUTS: dict[str, dict[str, Any]] = {
+    "aws": {"arn": "arn:aws:mock:{region}:" + MOCK_ACCOUNT + ":{name}"},
+    "gcp": {"selfLink": "https://mock.internal/gcp/{name}"},
+}
+
+CALL_RESULTS: dict[str, dict[str, Any]] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": {
+        "names": ["{region}a", "{region}b", "{region}c"],
+        "zoneIds": ["mock-az1", "mock-az2", "mock-az3"],
+    },
+    "aws:index/getCallerIdentity:getCallerIdentity": {
+        "accountId": MOCK_ACCOUNT,
+        "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock",
+        "userId": "MOCKUSER",
+    },
+    "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
+    "aws:index/getRegion:getRegion": {"name": "{region}", "region": "{region}"},
+    "gcp:compute/getZones:getZones": {"names": ["{region}-a", "{region}-b", "{region}-c"]},
+}
+
+
+def _region() -> str:
+    return pulumi.Config("aws").get("region") or pulumi.Config("gcp").get("region") or "mock-region-1"
+
+
+def _fill(value: Any, name: str, region: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{name}", name).replace("{region}", region)
+    if isinstance(value, list):
+        return [_fill(v, name, region) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, name, region) for k, v in value.items()}
+    return value
+
+
+def resource_outputs(type_token: str, name: str) -> dict[str, Any]:
+    package = type_token.split(":", 1)[0]
+    template = {**PACKAGE_OUTPUTS.get(package, {}), **RESOURCE_OUTPUTS.get(type_token, {})}
+    return _fill(template, name, _region())
+
+
+def call_result(token: str) -> dict[str, Any]:
+    return _fill(CALL_RESULTS.get(token, {}), "", _region())

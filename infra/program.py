@@ -1,0 +1,58 @@
+"""The Pulumi program, top to bottom: spec, platform for the spec's cloud, outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.pools import Pool, derive_pools
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec
+
+
+def main() -> None:
+    spec = load_spec()
+    for name, value in build_platform(spec).items():
+        pulumi.export(name, value)
+
+
+def load_spec() -> PlatformSpec:
+    """The stack's spec; an invalid one stops the program before any resource is declared."""
+    source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
+    try:
+        return parse_spec(raw, source)
+    except SpecError as exc:
+        # RunError ends the program with the message alone, no traceback.
+        raise pulumi.RunError(str(exc)) from None
+
+
+def build_platform(spec: PlatformSpec) -> dict[str, Any]:
+    pools = derive_pools(spec)
+    outputs: dict[str, Any] = {
+        "cloud": spec.cloud,
+        "environment": spec.environment,
+        "clusterName": spec.cluster.name,
+        "gpuPools": {pool.name: pool_output(pool) for pool in pools},
+    }
+    if spec.cloud == "existing":
+        k8s.Provider(
+            f"{spec.cluster.name}-k8s",
+            context=spec.cluster.context,
+            enable_server_side_apply=True,
+        )
+    return outputs
+
+
+def pool_output(pool: Pool) -> dict[str, Any]:
+    """What a job author needs to target a pool: its selector, taint and GPU shape."""
+    return {
+        "gpuModel": pool.gpu.name,
+        "gpusPerNode": pool.gpus_per_node,
+        "maxNodes": pool.max_nodes,
+        "nodeSelector": pool.selector,
+        "taint": f"{pool.taint.key}={pool.taint.value}:{pool.taint.effect}",
+        "sharing": pool.sharing_mode,
+        "gpuSlotsPerNode": pool.slots_per_node,
+    }

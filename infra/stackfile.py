@@ -1,0 +1,105 @@
+"""Stack files (stacks/Pulumi.<stack>.yaml): finding, reading and turning them into a spec.
+
+Pulumi itself reads these files in a real `pulumi up`; the offline tools read them here the
+same way, so a spec error names the same file and field either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec
+
+STACKS_DIR = "stacks"
+
+
+class StackFileError(Exception):
+    """A stack file that cannot be read at all (missing, not YAML): not a spec problem."""
+
+
+@dataclass(frozen=True)
+class StackFile:
+    path: Path
+    stack: str
+    config: dict[str, Any]
+
+    @property
+    def source(self) -> str:
+        """The path as users wrote it or as it sits in the repo, for error messages."""
+        try:
+            return os.path.relpath(self.path)
+        except ValueError:
+            return str(self.path)
+
+    def pulumi_config(self) -> dict[str, str]:
+        """Config as the engine hands it to a program: objects as JSON strings."""
+        return {
+            key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in self.config.items()
+        }
+
+    def spec(self) -> PlatformSpec:
+        unknown = sorted(
+            key
+            for key in self.config
+            if key.startswith(f"{CONFIG_NAMESPACE}:") and key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+        )
+        if unknown:
+            raise SpecError(
+                self.source,
+                [Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}") for key in unknown],
+            )
+        return parse_spec(self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"), self.source)
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest folder holding Pulumi.yaml, from the current directory up."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    raise StackFileError(f"no Pulumi.yaml in {here} or above: run this inside the gpu-platform repository")
+
+
+def project_name(root: Path) -> str:
+    return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
+
+
+def resolve(ref: str, root: Path) -> Path:
+    """A stack name (`dev-aws`) means stacks/Pulumi.dev-aws.yaml; anything else is a path."""
+    candidate = Path(ref)
+    if candidate.suffix in (".yaml", ".yml") or os.sep in ref:
+        return candidate
+    return root / STACKS_DIR / f"Pulumi.{ref}.yaml"
+
+
+def stack_name(path: Path) -> str:
+    name = path.name
+    if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
+        raise StackFileError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
+    return name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+
+
+def read(ref: str, root: Path) -> StackFile:
+    path = resolve(ref, root)
+    stack = stack_name(path)
+    if not path.is_file():
+        known = ", ".join(all_stacks(root)) or "none"
+        raise StackFileError(f"{path}: no such stack file (stacks here: {known})")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
+        raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
+    return StackFile(path=path, stack=stack, config=dict(document.get("config") or {}))
+
+
+def all_stacks(root: Path) -> list[str]:
+    return sorted(stack_name(p) for p in (root / STACKS_DIR).glob("Pulumi.*.yaml"))

@@ -1,0 +1,186 @@
+"""Offline synth: run the real program in-process against the Pulumi SDK's mock engine.
+
+The mock monitor sees every RegisterResource request the program makes: type, name, parent,
+provider, inputs and resource options. We record them as the engine would receive them and
+write them out sorted, so the same spec always gives byte-identical files to diff in review.
+Runs with preview=False, so every `apply` runs on resolved values.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime import mocks, settings, stack as runtime_stack
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.sync_await import _sync_await
+
+from infra import mock_outputs
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+# Markers the Pulumi wire format uses inside property values (sdk/proto: "special signatures").
+_SIG = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+# Resource options recorded for each resource, by the names review and policies use.
+OPTION_NAMES = ("protect", "ignoreChanges", "dependsOn", "deleteBeforeReplace", "retainOnDelete", "replaceOnChanges")
+
+
+@dataclass
+class Synthesis:
+    """What one program run declared."""
+
+    project: str
+    stack: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def by_type(self, type_token: str) -> list[dict[str, Any]]:
+        return [r for r in self.resources if r["type"] == type_token]
+
+    def one(self, type_token: str, name: str) -> dict[str, Any]:
+        found = [r for r in self.by_type(type_token) if r["name"] == name]
+        if len(found) != 1:
+            raise KeyError(f"{type_token}::{name}: found {len(found)}")
+        return found[0]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object declared directly (Helm releases and providers excluded)."""
+        return [r["inputs"] for r in self.resources if is_kubernetes_object(r["type"])]
+
+
+def is_kubernetes_object(type_token: str) -> bool:
+    return (
+        type_token.startswith("kubernetes:")
+        and not type_token.startswith(("kubernetes:helm.sh/", "kubernetes:yaml", "kubernetes:kustomize"))
+    )
+
+
+def _urn_key(urn: str) -> str:
+    """`type::name` of a URN (urn:pulumi:stack::project::parent$type::name)."""
+    parts = urn.split("::")
+    return f"{parts[2].split('$')[-1]}::{parts[3]}"
+
+
+def _clean(value: Any) -> Any:
+    """Wire values made readable and stable: whole floats as ints, secrets masked, refs named."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        sig = value.get(_SIG)
+        if sig == _SECRET_SIG:
+            return "[secret]"
+        if sig == _RESOURCE_SIG:
+            return _urn_key(value["urn"])
+        return {k: _clean(v) for k, v in value.items()}
+    if value == _UNKNOWN:
+        return "[unknown]"
+    return value
+
+
+class _Mocks(mocks.Mocks):
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name)}
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return mock_outputs.call_result(args.token), None
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    """The SDK's mock monitor, plus a record of each registration and the stack's outputs."""
+
+    def __init__(self) -> None:
+        super().__init__(_Mocks())
+        self.requests: list[tuple[str, Any]] = []
+        self.stack_outputs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != STACK_TYPE:
+            with self._lock:
+                self.requests.append((response.urn, request))
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        if _urn_key(request.urn).startswith(f"{STACK_TYPE}::"):
+            self.stack_outputs = _clean(json_format.MessageToDict(request.outputs))
+        return super().RegisterResourceOutputs(request)
+
+    def recorded(self) -> list[dict[str, Any]]:
+        keys = {urn: _urn_key(urn) for urn, _ in self.requests}
+        providers = {f"{urn}::{req.name}-id": keys[urn] for urn, req in self.requests}
+        out = []
+        for urn, req in self.requests:
+            parent = keys.get(req.parent) if req.parent else None
+            out.append(
+                {
+                    "type": req.type,
+                    "name": req.name,
+                    "parent": parent,
+                    "custom": bool(req.custom),
+                    "provider": providers.get(req.provider) if req.provider else None,
+                    "inputs": _clean(json_format.MessageToDict(req.object)),
+                    "options": {
+                        "protect": bool(req.protect),
+                        "ignoreChanges": sorted(req.ignoreChanges),
+                        "dependsOn": sorted({keys.get(d) or d for d in req.dependencies}),
+                        "deleteBeforeReplace": bool(req.deleteBeforeReplace),
+                        "retainOnDelete": bool(req.retainOnDelete),
+                        "replaceOnChanges": sorted(req.replaceOnChanges),
+                    },
+                }
+            )
+        return sorted(out, key=lambda r: (r["type"], r["name"]))
+
+
+def run(program: Callable[[], None], project: str, stack: str, config: dict[str, str]) -> Synthesis:
+    """Run `program` once under mocks with `config`; every run starts from a clean runtime."""
+    settings.reset_options(project=project, stack=stack, preview=False)
+    set_all_config(config)
+    monitor = RecordingMonitor()
+    mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    # set_mocks registers a root stack that has already finished; a fresh one, as in a real
+    # run, collects the program's exports.
+    settings.ROOT.set(None)
+    try:
+        _sync_await(runtime_stack.run_in_stack(program))
+    finally:
+        settings.ROOT.set(None)
+    return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def manifest_filename(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace") or "cluster"
+    return f"{obj.get('kind', 'Object')}_{namespace}_{metadata.get('name', 'unnamed')}.yaml".lower()
+
+
+def write(synthesis: Synthesis, out_dir: Path, summary: str) -> None:
+    """resources.json, outputs.json, manifests/ and summary.md under `out_dir`, replaced whole."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifests = out_dir / "manifests"
+    if manifests.exists():
+        for old in manifests.glob("*.yaml"):
+            old.unlink()
+    manifests.mkdir(exist_ok=True)
+    document = {"project": synthesis.project, "stack": synthesis.stack, "resources": synthesis.resources}
+    (out_dir / "resources.json").write_text(_json(document))
+    (out_dir / "outputs.json").write_text(_json(synthesis.outputs))
+    for obj in synthesis.kubernetes_objects():
+        (manifests / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=True))
+    (out_dir / "summary.md").write_text(summary)
