@@ -33,6 +33,8 @@ Cloud = Literal["aws", "gcp", "existing"]
 Environment = Literal["dev", "staging", "prod"]
 Capacity = Literal["on-demand", "spot"]
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
+DevicePlugin = Literal["nvidia", "managed", "none"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
 
 class _Spec(BaseModel):
@@ -72,6 +74,9 @@ class NodePoolSpec(_Spec):
     max_nodes: int = Field(default=1, ge=0)
     capacity: Capacity = "on-demand"
     sharing: SharingSpec = Field(default_factory=SharingSpec)
+    # Zones the pool's nodes may run in (AWS availability zones, GCP zones); empty: the wing's
+    # zones. Each must belong to the stack's region.
+    zones: list[str] = Field(default_factory=list)
 
 
 class ClusterSpec(_Spec):
@@ -81,6 +86,41 @@ class ClusterSpec(_Spec):
     context: Optional[str] = None
 
 
+class PriorityTierSpec(_Spec):
+    """A PriorityClass (and its Kueue WorkloadPriorityClass twin) jobs pick by name."""
+
+    name: str
+    value: int
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    global_default: bool = False
+    description: str = ""
+
+
+class TeamSpec(_Spec):
+    """A team: a namespace of its own and a GPU quota per pool (in schedulable GPU slots)."""
+
+    name: str
+    quotas: dict[str, int] = Field(default_factory=dict)
+
+
+class SchedulingSpec(_Spec):
+    # None: the platform's default tiers (components.kubernetes).
+    priority_tiers: Optional[list[PriorityTierSpec]] = None
+    teams: list[TeamSpec] = Field(default_factory=list)
+
+
+class MonitoringSpec(_Spec):
+    dcgm: bool = True
+    # Only where the Prometheus Operator's CRDs are installed.
+    service_monitor: bool = False
+
+
+class StorageSpec(_Spec):
+    # Bucket for datasets and checkpoints. Bucket names are global: override the default
+    # (components.naming.bucket_name) when it is taken.
+    bucket_name: Optional[str] = None
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -88,6 +128,19 @@ class PlatformSpec(_Spec):
     environment: Environment
     cluster: ClusterSpec
     node_pools: list[NodePoolSpec] = Field(min_length=1)
+    # Who advertises nvidia.com/gpu on GPU nodes; None: `nvidia` on aws and existing, `managed`
+    # on gcp (GKE runs its own). See `device_plugin`.
+    device_plugin_choice: Optional[DevicePlugin] = Field(default=None, alias="devicePlugin")
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+
+    @property
+    def device_plugin(self) -> DevicePlugin:
+        """The effective choice: exactly one nvidia.com/gpu advertiser per node."""
+        if self.device_plugin_choice is not None:
+            return self.device_plugin_choice
+        return "managed" if self.cloud == "gcp" else "nvidia"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,26 @@
+"""Names derived from the spec, shared by the wings, the Kubernetes layer and `gpu-platform job`.
+
+A job renders offline from the stack file alone, so every name it needs (bucket, namespace,
+service account) is a pure function of the spec, never read back from the cloud.
+"""
+
+from __future__ import annotations
+
+from components.spec import PlatformSpec
+
+# The Kubernetes service account training pods run as, in each team namespace; the wings bind
+# it to the cloud identity that may use the bucket (IRSA on AWS, Workload Identity on GCP).
+TRAINER_SERVICE_ACCOUNT = "trainer"
+
+
+def bucket_name(spec: PlatformSpec) -> str:
+    return spec.storage.bucket_name or f"{spec.cluster.name}-{spec.environment}-training"
+
+
+def team_namespace(team: str) -> str:
+    return team
+
+
+def resource_name(spec: PlatformSpec, *parts: str) -> str:
+    """`<cluster>-<part>-...`: the prefix every cloud and Kubernetes resource name carries."""
+    return "-".join((spec.cluster.name, *parts))
