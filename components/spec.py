@@ -315,7 +315,8 @@ def _pool_name_problems(
     if names[pool.name] > 1:
         problems.append(Problem(f"{at}.name", f"duplicate pool name {pool.name!r}: pool names must be unique"))
     combined = f"{spec.cluster.name}-{pool.name}"
-    if not problems and len(combined) > _MAX_NAME:
+    cluster_ok = not _dns_label_problems(spec.cluster.name, "")
+    if cluster_ok and not problems and len(combined) > _MAX_NAME:
         problems.append(
             Problem(
                 f"{at}.name",

@@ -8,6 +8,7 @@ Runs with preview=False, so every `apply` runs on resolved values.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ class RecordingMonitor(mocks.MockMonitor):
 
 def run(program: Callable[[], None], project: str, stack: str, config: dict[str, str]) -> Synthesis:
     """Run `program` once under mocks with `config`; every run starts from a clean runtime."""
+    _open_event_loop()
     settings.reset_options(project=project, stack=stack, preview=False)
     set_all_config(config)
     monitor = RecordingMonitor()
@@ -158,6 +160,16 @@ def run(program: Callable[[], None], project: str, stack: str, config: dict[str,
     finally:
         settings.ROOT.set(None)
     return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+
+
+def _open_event_loop() -> None:
+    """The SDK runs on the thread's event loop; a previous command may have closed it."""
+    try:
+        if not asyncio.get_event_loop().is_closed():
+            return
+    except RuntimeError:
+        pass
+    asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def _json(value: Any) -> str:
