@@ -121,6 +121,12 @@ class StorageSpec(_Spec):
     bucket_name: Optional[str] = None
 
 
+class TrainerSpec(_Spec):
+    # `build`: build training_images/ and push it to the stack's registry (aws, gcp); any other
+    # value: an existing image reference jobs use as is. None: jobs name their image.
+    image: Optional[str] = None
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -134,6 +140,7 @@ class PlatformSpec(_Spec):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
+    trainer: TrainerSpec = Field(default_factory=TrainerSpec)
 
     @property
     def device_plugin(self) -> DevicePlugin:
@@ -258,7 +265,7 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
 
 
 def rule_problems(spec: PlatformSpec) -> list[Problem]:
-    problems = _cluster_problems(spec)
+    problems = _cluster_problems(spec) + _trainer_problems(spec)
     names = Counter(pool.name for pool in spec.node_pools)
     for i, pool in enumerate(spec.node_pools):
         at = f"{_ROOT}.nodePools[{i}]"
@@ -292,6 +299,19 @@ def _cluster_problems(spec: PlatformSpec) -> list[Problem]:
             Problem(f"{at}.context", f"only for cloud: existing; the {spec.cloud} wing builds its own kubeconfig")
         )
     return problems
+
+
+_IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:-][a-zA-Z0-9_.-]+)*(@sha256:[0-9a-f]{64})?$")
+
+
+def _trainer_problems(spec: PlatformSpec) -> list[Problem]:
+    image = spec.trainer.image
+    at = f"{_ROOT}.trainer.image"
+    if image == "build" and spec.cloud == "existing":
+        return [Problem(at, "`build` pushes to the stack's registry, which only aws and gcp stacks have; name an image")]
+    if image is not None and image != "build" and not _IMAGE_REF.match(image):
+        return [Problem(at, f"expected `build` or an image reference like registry/repo:tag, got {image!r}")]
+    return []
 
 
 def _dns_label_problems(name: str, path: str) -> list[Problem]:

@@ -380,3 +380,23 @@ def test_cloud_pool_does_not_take_existing_node_fields() -> None:
     pool(raw)["gpuModel"] = "L4"
     (line,) = problems(raw)
     assert line.startswith(f"{SOURCE}: platform.nodePools[0].gpuModel: only for cloud: existing")
+
+
+# --- trainer image --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("image", ["build", "ghcr.io/acme/trainer:1.2.0", "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:sha-abc"])
+def test_trainer_image_is_build_or_a_reference(image: str) -> None:
+    assert parse_spec(aws_platform(trainer={"image": image}), SOURCE).trainer.image == image
+
+
+def test_trainer_image_must_look_like_a_reference() -> None:
+    (line,) = problems(aws_platform(trainer={"image": "not an image"}))
+    assert line.startswith(f"{SOURCE}: platform.trainer.image: expected `build` or an image reference")
+
+
+def test_building_the_trainer_needs_a_cloud_registry() -> None:
+    raw = existing_platform()
+    raw["trainer"] = {"image": "build"}
+    (line,) = problems(raw)
+    assert line.startswith(f"{SOURCE}: platform.trainer.image: `build` pushes to the stack's registry")

@@ -1,0 +1,86 @@
+"""The trainer image: built from training_images/ and pushed to the stack's registry.
+
+The tag is derived from the build context's content, so an unchanged trainer is never
+rebuilt or re-pushed, and a changed one always gets a new, immutable tag (ECR repositories
+are created with immutable tags).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_docker_build as docker_build
+
+# training_images/ beside components/ in the repository the program runs from.
+TRAINER_CONTEXT = Path(__file__).resolve().parents[1] / "training_images"
+
+# Not part of the image: build output and caches that differ between machines.
+_SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".venv", "build", "dist"}
+_SKIPPED_SUFFIXES = (".pyc", ".egg-info")
+
+
+def context_files(context: Path) -> list[Path]:
+    return sorted(
+        path
+        for path in context.rglob("*")
+        if path.is_file()
+        and not _SKIPPED_PARTS & set(path.relative_to(context).parts)
+        and not any(part.endswith(_SKIPPED_SUFFIXES) for part in path.relative_to(context).parts)
+    )
+
+
+def content_tag(context: Path) -> str:
+    """`sha-<16 hex>` over every file's path and bytes: stable across machines and runs."""
+    digest = hashlib.sha256()
+    for path in context_files(context):
+        digest.update(path.relative_to(context).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return f"sha-{digest.hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class RegistryLogin:
+    """What a wing hands over so the image can be pushed: repository and credentials."""
+
+    repository_url: pulumi.Input[str]
+    address: pulumi.Input[str]
+    username: pulumi.Input[str]
+    password: pulumi.Input[str]
+
+
+class TrainerImage(pulumi.ComponentResource):
+    """Builds training_images/ for linux/amd64 GPU nodes and pushes it with a content tag."""
+
+    ref: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        registry: RegistryLogin,
+        efa: bool = False,
+        context: Path = TRAINER_CONTEXT,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-platform:trainer:TrainerImage", name, None, opts)
+        tag = content_tag(context)
+        image = docker_build.Image(
+            name,
+            context=docker_build.BuildContextArgs(location=str(context)),
+            dockerfile=docker_build.DockerfileArgs(location=str(context / "Dockerfile")),
+            platforms=[docker_build.Platform.LINUX_AMD64],
+            # The Dockerfile's EFA build arg adds libfabric and aws-ofi-nccl for p4d/p5 nodes.
+            build_args={"EFA": "true" if efa else "false"},
+            tags=[pulumi.Output.concat(registry.repository_url, ":", tag)],
+            push=True,
+            registries=[
+                docker_build.RegistryArgs(
+                    address=registry.address, username=registry.username, password=registry.password
+                )
+            ],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.ref = image.ref
+        self.register_outputs({"ref": self.ref})
