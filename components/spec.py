@@ -528,7 +528,8 @@ def _quota_capacity_problems(spec: PlatformSpec, at: str) -> list[Problem]:
     problems: list[Problem] = []
     for pool_spec in spec.node_pools:
         asks = {team.name: team.quotas[pool_spec.name] for team in spec.scheduling.teams if team.quotas.get(pool_spec.name, 0) > 0}
-        if not asks or _pool_hardware_problems(spec, pool_spec, at) or _sharing_problems(pool_spec, at):
+        # A pool with problems of its own has no known capacity; those problems are reported.
+        if not asks or _pool_hardware_problems(spec, pool_spec, "") or _sharing_problems(pool_spec, ""):
             continue
         pool = derive_pool(pool_spec)
         total = sum(asks.values())

@@ -86,11 +86,10 @@ class GpuLayer(pulumi.ComponentResource):
             self._release(charts.NVIDIA_DEVICE_PLUGIN, device_plugin_values(pools), _PRIVILEGED)
         jobset = self._release(charts.JOBSET, jobset_values())
         # Kueue starts its JobSet integration only where the JobSet CRDs exist.
-        kueue = self._release(charts.KUEUE, kueue_values(), depends_on=[jobset])
-        # Kueue's webhooks validate its custom resources: create them once the release is ready.
-        self._after_kueue = pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=[kueue]))
+        # Kueue's webhooks validate its custom resources: each waits for the release to be ready.
+        self._kueue = self._release(charts.KUEUE, kueue_values(), depends_on=[jobset])
         for tier in tiers:
-            WorkloadPriorityClass(f"{name}-{tier.name}", tier, self._after_kueue)
+            WorkloadPriorityClass(f"{name}-{tier.name}", tier, self._child([self._kueue]))
         self._queues(plan, pools)
         if spec.monitoring.dcgm:
             self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
@@ -178,7 +177,7 @@ class GpuLayer(pulumi.ComponentResource):
             kind=kind,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace),
             spec=dict(spec),
-            opts=pulumi.ResourceOptions.merge(self._after_kueue, pulumi.ResourceOptions(depends_on=depends_on or [])),
+            opts=self._child([self._kueue, *(depends_on or [])]),
         )
 
     def _queues(self, plan: QueuePlan, pools: list[Pool]) -> None:

@@ -9,6 +9,7 @@ import jsonschema
 import yaml
 from k8s_support import REPO, crd_schema, onprem_platform, spec_of
 
+from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from infra.synth import Synthesis
 
 GUIDE = REPO / "docs" / "scheduling.md"
@@ -42,9 +43,9 @@ def test_the_guide_s_job_names_a_queue_and_tier_the_onprem_stack_has(onprem: Syn
     labels = job["metadata"]["labels"]
     objects = onprem.kubernetes_objects()
     local_queues = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "LocalQueue"}
-    assert (job["metadata"]["namespace"], labels["kueue.x-k8s.io/queue-name"]) in local_queues
+    assert (job["metadata"]["namespace"], labels[QUEUE_NAME_LABEL]) in local_queues
     workload_tiers = {o["metadata"]["name"] for o in objects if o["kind"] == "WorkloadPriorityClass"}
-    assert labels["kueue.x-k8s.io/priority-class"] in workload_tiers
+    assert labels[PRIORITY_CLASS_LABEL] in workload_tiers
 
 
 def test_the_guide_s_pods_pick_a_pool_and_a_tier_the_onprem_stack_has(onprem: Synthesis) -> None:
