@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from functools import cache
 from pathlib import Path
@@ -35,9 +36,8 @@ def pools_of(platform: dict[str, Any]) -> list[Pool]:
 def synthesize(platform: dict[str, Any], stack: str = "onprem") -> synth.Synthesis:
     """Run the real program on `platform` under mocks (resolved values, preview=False)."""
     stack_file = stackfile.read(stack, REPO)
-    config = {**stack_file.config, "gpu-platform:platform": platform}
-    pulumi_config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
-    return synth.run(program.main, stackfile.project_name(REPO), stack, pulumi_config)
+    varied = dataclasses.replace(stack_file, config={**stack_file.config, "gpu-platform:platform": platform})
+    return synth.run(program.main, stackfile.project_name(REPO), stack, varied.pulumi_config())
 
 
 @cache
