@@ -12,12 +12,21 @@ from components.spec import PlatformSpec
 # it to the cloud identity that may use the bucket (IRSA on AWS, Workload Identity on GCP).
 TRAINER_SERVICE_ACCOUNT = "trainer"
 
+# The team a stack without `scheduling.teams` runs as: one queue in the `default` namespace,
+# holding every GPU (components.kubernetes.queues).
+DEFAULT_TEAM = "default"
+
 
 def bucket_name(spec: PlatformSpec) -> str:
     return spec.storage.bucket_name or f"{spec.cluster.name}-{spec.environment}-training"
 
 
 def team_namespace(team: str) -> str:
+    return team
+
+
+def local_queue_name(team: str) -> str:
+    """The LocalQueue a team's jobs name in their `kueue.x-k8s.io/queue-name` label."""
     return team
 
 

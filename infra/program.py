@@ -7,6 +7,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kubernetes import GpuLayer
+from components.naming import resource_name
 from components.pools import Pool, derive_pools
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec
 
@@ -36,12 +38,18 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
         "clusterName": spec.cluster.name,
         "gpuPools": {pool.name: pool_output(pool) for pool in pools},
     }
+    provider: k8s.Provider | None = None
     if spec.cloud == "existing":
-        k8s.Provider(
+        provider = k8s.Provider(
             f"{spec.cluster.name}-k8s",
             context=spec.cluster.context,
             enable_server_side_apply=True,
         )
+    # The aws and gcp wings set `provider` to their cluster's provider in their branch above;
+    # the GPU layer then goes on top of every cluster the same way.
+    if provider is not None:
+        layer = GpuLayer(resource_name(spec, "gpu"), spec=spec, pools=pools, provider=provider)
+        outputs.update(layer.exports)
     return outputs
 
 

@@ -1,0 +1,6 @@
+"""The cloud-independent GPU layer: any Kubernetes cluster with NVIDIA GPU nodes, made a shared
+training platform (device plugin and sharing, priority tiers, Kueue and JobSet, DCGM, teams)."""
+
+from components.kubernetes.layer import GpuLayer
+
+__all__ = ["GpuLayer"]

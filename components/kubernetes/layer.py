@@ -1,0 +1,234 @@
+"""The GPU layer as Pulumi resources: a thin mapping of the pure plans onto one cluster.
+
+It takes a Kubernetes provider and the pools, so it runs the same on a cluster the AWS or GCP
+wing just built and on an existing one; which cloud it is on never enters into it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import charts
+from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
+from components.kubernetes.queues import (
+    KUEUE_API,
+    QueuePlan,
+    TeamQueue,
+    cluster_queue_spec,
+    cohort_spec,
+    flavor_spec,
+    local_queue_spec,
+    queue_plan,
+)
+from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
+from components.kubernetes.tiers import priority_tiers
+from components.naming import TRAINER_SERVICE_ACCOUNT
+from components.pools import GPU_RESOURCE, Pool
+from components.spec import PlatformSpec, PriorityTierSpec
+
+TEAM_LABEL = "gpu-platform.io/team"
+# Pod Security Admission: the device plugin, GPU feature discovery and the DCGM exporter need
+# host access, which the baseline and restricted levels refuse.
+_PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+# What a container requests when it says nothing, so the scheduler can place it sensibly.
+DEFAULT_CONTAINER_REQUESTS = {"cpu": "500m", "memory": "1Gi"}
+
+
+def _in_namespace(name: str, namespace: str) -> k8s.meta.v1.ObjectMetaArgs:
+    return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace)
+
+
+class WorkloadPriorityClass(pulumi.CustomResource):
+    """Kueue's WorkloadPriorityClass.
+
+    Its `value` and `description` sit at the top level, beside metadata, which
+    `apiextensions.CustomResource` (metadata and spec only) cannot express.
+    """
+
+    def __init__(self, resource_name: str, tier: PriorityTierSpec, opts: pulumi.ResourceOptions) -> None:
+        super().__init__(
+            f"kubernetes:{KUEUE_API}:WorkloadPriorityClass",
+            resource_name,
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": tier.name},
+                "value": tier.value,
+                "description": tier.description,
+            },
+            opts,
+        )
+
+
+class GpuLayer(pulumi.ComponentResource):
+    """Device plugin, priority tiers, Kueue and JobSet, DCGM exporter and team namespaces."""
+
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        pools: list[Pool],
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-platform:kubernetes:GpuLayer", name, None, opts)
+        self._name = name
+        self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        tiers = priority_tiers(spec)
+        plan = queue_plan(spec, pools)
+
+        for tier in tiers:
+            self._priority_class(tier)
+        if installs_device_plugin(spec):
+            self._release(charts.NVIDIA_DEVICE_PLUGIN, device_plugin_values(pools), _PRIVILEGED)
+        jobset = self._release(charts.JOBSET, jobset_values())
+        # Kueue starts its JobSet integration only where the JobSet CRDs exist.
+        # Kueue's webhooks validate its custom resources: each waits for the release to be ready.
+        self._kueue = self._release(charts.KUEUE, kueue_values(), depends_on=[jobset])
+        for tier in tiers:
+            WorkloadPriorityClass(f"{name}-{tier.name}", tier, self._child([self._kueue]))
+        self._queues(plan, pools)
+        if spec.monitoring.dcgm:
+            self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
+
+        self.device_plugin_labels = device_plugin_labels(spec, pools)
+        self.queues = {
+            team.team: {
+                "namespace": team.namespace,
+                "localQueue": team.local_queue,
+                "clusterQueue": team.cluster_queue,
+                "gpuQuota": team.nominal,
+            }
+            for team in plan.teams
+        }
+        self.priority_classes = [tier.name for tier in tiers]
+        self.register_outputs(self.exports)
+
+    @property
+    def exports(self) -> dict[str, Any]:
+        """What job authors need: the queue of each team, the tiers and the pool labels."""
+        return {
+            "devicePluginLabels": self.device_plugin_labels,
+            "queues": self.queues,
+            "priorityClasses": self.priority_classes,
+        }
+
+    def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=depends_on or []))
+
+    def _priority_class(self, tier: PriorityTierSpec) -> None:
+        k8s.scheduling.v1.PriorityClass(
+            f"{self._name}-{tier.name}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=tier.name),
+            value=tier.value,
+            preemption_policy=tier.preemption_policy,
+            global_default=tier.global_default,
+            description=tier.description,
+            # Value and preemption policy are immutable in the API: changing them means a new
+            # class of the same name, so the old one goes first.
+            opts=pulumi.ResourceOptions.merge(
+                self._opts,
+                pulumi.ResourceOptions(replace_on_changes=["value", "preemptionPolicy"], delete_before_replace=True),
+            ),
+        )
+
+    def _namespace(self, resource_name: str, name: str, labels: Mapping[str, str]) -> k8s.core.v1.Namespace:
+        return k8s.core.v1.Namespace(
+            resource_name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels=dict(labels)),
+            opts=self._opts,
+        )
+
+    def _release(
+        self,
+        chart: charts.Chart,
+        values: Mapping[str, Any],
+        namespace_labels: Mapping[str, str] | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> k8s.helm.v3.Release:
+        namespace = self._namespace(f"{self._name}-{chart.namespace}", chart.namespace, namespace_labels or {})
+        return k8s.helm.v3.Release(
+            f"{self._name}-{chart.name}",
+            name=chart.name,
+            chart=chart.reference,
+            version=chart.version,
+            repository_opts=None if chart.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+            namespace=chart.namespace,
+            create_namespace=False,
+            values=dict(values),
+            opts=self._child([namespace, *(depends_on or [])]),
+        )
+
+    def _custom_resource(
+        self,
+        resource_name: str,
+        kind: str,
+        name: str,
+        spec: Mapping[str, Any],
+        namespace: str | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> k8s.apiextensions.CustomResource:
+        return k8s.apiextensions.CustomResource(
+            resource_name,
+            api_version=KUEUE_API,
+            kind=kind,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace),
+            spec=dict(spec),
+            opts=self._child([self._kueue, *(depends_on or [])]),
+        )
+
+    def _queues(self, plan: QueuePlan, pools: list[Pool]) -> None:
+        # ClusterQueues name their flavors and cohort; depending on them also deletes the
+        # queues first, before Kueue's finalizers would hold the flavors.
+        quota_holders: list[pulumi.Resource] = [
+            self._custom_resource(f"{self._name}-{pool.name}", "ResourceFlavor", pool.name, flavor_spec(pool))
+            for pool in pools
+        ]
+        quota_holders.append(
+            self._custom_resource(f"{self._name}-cohort", "Cohort", plan.cohort, cohort_spec(plan, pools))
+        )
+        for team in plan.teams:
+            cluster_queue = self._custom_resource(
+                f"{self._name}-{team.team}",
+                "ClusterQueue",
+                team.cluster_queue,
+                cluster_queue_spec(team, plan, pools),
+                depends_on=quota_holders,
+            )
+            self._team(team, plan, cluster_queue)
+
+    def _team(self, team: TeamQueue, plan: QueuePlan, cluster_queue: pulumi.Resource) -> None:
+        """A team's namespace, with its queue, GPU ceiling, default requests and trainer account."""
+        in_namespace: list[pulumi.Resource] = []
+        if team.owns_namespace:
+            in_namespace.append(self._namespace(f"{self._name}-{team.team}", team.namespace, {TEAM_LABEL: team.team}))
+            k8s.core.v1.ResourceQuota(
+                f"{self._name}-{team.team}-gpus",
+                metadata=_in_namespace("gpus", team.namespace),
+                spec=k8s.core.v1.ResourceQuotaSpecArgs(hard={f"requests.{GPU_RESOURCE}": str(plan.team_gpu_ceiling)}),
+                opts=self._child(in_namespace),
+            )
+            k8s.core.v1.LimitRange(
+                f"{self._name}-{team.team}-defaults",
+                metadata=_in_namespace("defaults", team.namespace),
+                spec=k8s.core.v1.LimitRangeSpecArgs(
+                    limits=[k8s.core.v1.LimitRangeItemArgs(type="Container", default_request=DEFAULT_CONTAINER_REQUESTS)]
+                ),
+                opts=self._child(in_namespace),
+            )
+        k8s.core.v1.ServiceAccount(
+            f"{self._name}-{team.team}-{TRAINER_SERVICE_ACCOUNT}",
+            metadata=_in_namespace(TRAINER_SERVICE_ACCOUNT, team.namespace),
+            opts=self._child(in_namespace),
+        )
+        self._custom_resource(
+            f"{self._name}-{team.team}",
+            "LocalQueue",
+            team.local_queue,
+            local_queue_spec(team),
+            namespace=team.namespace,
+            depends_on=[cluster_queue, *in_namespace],
+        )

@@ -1,0 +1,136 @@
+"""Kueue's plan for the GPUs: flavors, queues and quotas derived from the pools and the teams.
+
+- One ResourceFlavor per pool: the labels that find its nodes and a toleration of its taint,
+  which Kueue adds to the pods it admits there.
+- One ClusterQueue per team, in one cohort named after the cluster. A team's nominal quota on a
+  pool is what the spec gives it (0 where it gives none); nominal quotas are guaranteed, and
+  whatever a team leaves idle the others may borrow.
+- Capacity no team was given is not lost: the cohort itself holds it as quota that every team
+  may borrow. Per pool, team quotas plus the cohort's equal the pool's capacity
+  (`Pool.max_slots`: max nodes x GPUs per node x sharing replicas).
+- A stack without teams gets one team, `default`, in the `default` namespace, holding everything.
+
+Kueue accounts only `nvidia.com/gpu` here (releases.KUEUE_CONFIGURATION): CPU, memory and
+devices such as EFA interfaces are the kube-scheduler's business, so jobs need no quota for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.naming import DEFAULT_TEAM, local_queue_name, team_namespace
+from components.pools import GPU_RESOURCE, Pool
+from components.spec import PlatformSpec
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# Job labels Kueue reads (Kueue docs: "Run a Kubernetes Job", "Workload priority").
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+# Set by the API server on every namespace since Kubernetes 1.22.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+PREEMPTION: dict[str, str] = {
+    # A team takes back quota lent to others by preempting borrowers of lower priority.
+    "reclaimWithinCohort": "LowerPriority",
+    # Within a team's own quota, higher tiers preempt lower ones.
+    "withinClusterQueue": "LowerPriority",
+}
+# Use a pool where the job fits within nominal quota before borrowing on another.
+FLAVOR_FUNGIBILITY: dict[str, str] = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    """One team's place in Kueue: its namespace, its queues and its nominal GPU slots per pool."""
+
+    team: str
+    namespace: str
+    local_queue: str
+    cluster_queue: str
+    nominal: dict[str, int]
+    # False for the implicit `default` team: that namespace exists already and is not ours to
+    # shape with quotas and limits.
+    owns_namespace: bool
+
+
+@dataclass(frozen=True)
+class QueuePlan:
+    cohort: str
+    teams: tuple[TeamQueue, ...]
+    # Quota the cohort holds itself: per pool, the capacity no team was given.
+    shared: dict[str, int]
+    # Most GPU slots one team can hold at once: its own quota plus all it may borrow, which is
+    # every pool's capacity. The team namespaces' ResourceQuota; a lower figure would reject
+    # the pods of jobs Kueue admitted on borrowed quota.
+    team_gpu_ceiling: int
+
+
+def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
+    """Quotas as the spec asks; `parse_spec` has checked they fit in the pools."""
+    if spec.scheduling.teams:
+        teams = tuple(
+            _team_queue(team.name, {pool.name: team.quotas.get(pool.name, 0) for pool in pools}, owns_namespace=True)
+            for team in spec.scheduling.teams
+        )
+    else:
+        teams = (_team_queue(DEFAULT_TEAM, {pool.name: pool.max_slots for pool in pools}, owns_namespace=False),)
+    shared = {pool.name: pool.max_slots - sum(t.nominal[pool.name] for t in teams) for pool in pools}
+    return QueuePlan(
+        cohort=spec.cluster.name,
+        teams=teams,
+        shared=shared,
+        team_gpu_ceiling=sum(pool.max_slots for pool in pools),
+    )
+
+
+def _team_queue(team: str, nominal: dict[str, int], owns_namespace: bool) -> TeamQueue:
+    return TeamQueue(
+        team=team,
+        namespace=team_namespace(team),
+        local_queue=local_queue_name(team),
+        cluster_queue=team,
+        nominal=nominal,
+        owns_namespace=owns_namespace,
+    )
+
+
+def flavor_spec(pool: Pool) -> dict[str, Any]:
+    return {
+        "nodeLabels": pool.selector,
+        "tolerations": [
+            {"key": pool.taint.key, "operator": "Equal", "value": pool.taint.value, "effect": pool.taint.effect}
+        ],
+    }
+
+
+def _gpu_resource_groups(quotas: dict[str, int], pools: list[Pool]) -> list[dict[str, Any]]:
+    return [
+        {
+            "coveredResources": [GPU_RESOURCE],
+            "flavors": [
+                {"name": pool.name, "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[pool.name]}]}
+                for pool in pools
+            ],
+        }
+    ]
+
+
+def cluster_queue_spec(team: TeamQueue, plan: QueuePlan, pools: list[Pool]) -> dict[str, Any]:
+    return {
+        "cohortName": plan.cohort,
+        # Only the team's own namespace may queue here.
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": dict(PREEMPTION),
+        "flavorFungibility": dict(FLAVOR_FUNGIBILITY),
+        "resourceGroups": _gpu_resource_groups(team.nominal, pools),
+    }
+
+
+def cohort_spec(plan: QueuePlan, pools: list[Pool]) -> dict[str, Any]:
+    return {"resourceGroups": _gpu_resource_groups(plan.shared, pools)}
+
+
+def local_queue_spec(team: TeamQueue) -> dict[str, Any]:
+    return {"clusterQueue": team.cluster_queue}

@@ -1,0 +1,125 @@
+"""Values of the Helm releases the layer installs, as plain data (checked against each chart's keys).
+
+Node agents (device plugin, DCGM exporter) must run on every GPU node and nowhere else: they
+tolerate the pools' GPU taint, and the exporter selects the pools' nodes by their selectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components import charts
+from components.kubernetes.device_plugin import DEFAULT_CONFIG, config_map
+from components.pools import Pool
+from components.spec import PlatformSpec
+
+
+def gpu_tolerations(pools: list[Pool]) -> list[dict[str, str]]:
+    """Tolerations for the taints GPU pools carry."""
+    taints = sorted({(pool.taint.key, pool.taint.effect) for pool in pools})
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in taints]
+
+
+def gpu_node_affinity(pools: list[Pool]) -> dict[str, Any]:
+    """Node affinity for the nodes of any pool (one selector term per distinct pool selector)."""
+    selectors = sorted({tuple(sorted(pool.selector.items())) for pool in pools})
+    terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": [value]} for key, value in selector]}
+        for selector in selectors
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def device_plugin_values(pools: list[Pool]) -> dict[str, Any]:
+    """Values of the nvidia-device-plugin chart.
+
+    GPU feature discovery labels nodes with the GPU model and the sharing in use; with it, the
+    chart deploys node-feature-discovery, whose PCI label is what the plugin's default affinity
+    finds GPU nodes by (including nodes of an existing cluster that carry no label of ours).
+    """
+    return {
+        "config": {"map": config_map(pools), "default": DEFAULT_CONFIG},
+        "gfd": {"enabled": True},
+        "tolerations": gpu_tolerations(pools),
+    }
+
+
+def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any]:
+    """Values of the dcgm-exporter chart: GPU nodes only, a ServiceMonitor only where asked.
+
+    The chart creates a ServiceMonitor by default, which fails on clusters without the
+    Prometheus Operator's CRDs, so it is always set explicitly.
+    """
+    return {
+        "affinity": gpu_node_affinity(pools),
+        "tolerations": gpu_tolerations(pools),
+        "serviceMonitor": {"enabled": spec.monitoring.service_monitor},
+    }
+
+
+# The controller configuration the kueue chart ships at 0.19.2 (values
+# `managerConfig.controllerManagerConfigYaml`). Setting that value replaces the whole file, so
+# it is restated here; a test keeps it equal to the chart's default apart from `resources`.
+_CHART_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "health": {"healthProbeBindAddress": ":8081"},
+    "metrics": {"bindAddress": ":8443"},
+    "webhook": {"port": 9443},
+    "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 300, "burst": 500},
+    "integrations": {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "ray.io/rayjob",
+            "ray.io/rayservice",
+            "ray.io/raycluster",
+            "jobset.x-k8s.io/jobset",
+            "workload.codeflare.dev/appwrapper",
+            "trainer.kubeflow.org/trainjob",
+            "pod",
+            "deployment",
+            "statefulset",
+            "leaderworkerset.x-k8s.io/leaderworkerset",
+        ]
+    },
+}
+
+# Kueue 0.19 Configuration `resources.quotaCheckStrategy` (KEP-7513, beta and on by default
+# since v0.19.0): check only the resources a ClusterQueue covers.
+KUEUE_CONFIGURATION: dict[str, Any] = {
+    **_CHART_CONFIGURATION,
+    "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+}
+
+
+def _release_image(repository: str, chart: charts.Chart) -> dict[str, str]:
+    """The release's own image: the charts' defaults in their source point at staging builds.
+
+    Kueue and JobSet tag images `v<chart version>` (registry.k8s.io, release notes).
+    """
+    return {"repository": repository, "tag": f"v{chart.version}", "pullPolicy": "IfNotPresent"}
+
+
+def kueue_values() -> dict[str, Any]:
+    return {
+        "controllerManager": {"manager": {"image": _release_image("registry.k8s.io/kueue/kueue", charts.KUEUE)}},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(KUEUE_CONFIGURATION, sort_keys=False)},
+    }
+
+
+def jobset_values() -> dict[str, Any]:
+    return {"image": _release_image("registry.k8s.io/jobset/jobset", charts.JOBSET)}
