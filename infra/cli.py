@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
+from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import program, stackfile, summary, synth
 
@@ -48,6 +51,23 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_job(args: argparse.Namespace) -> int:
+    root = stackfile.project_root()
+    spec = stackfile.read(args.stack, root).spec()
+    request = jobs.JobRequest(
+        pool=args.pool,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        team=args.team,
+        tier=args.tier,
+        name=args.name,
+        image=args.image,
+        trainer_args=args.trainer_args,
+    )
+    print(yaml.safe_dump(jobs.render(spec, request), sort_keys=False), end="")
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return EXIT_OK
@@ -61,6 +81,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("stack", help="a stack name (stacks/Pulumi.<name>.yaml) or a path to a Pulumi.<name>.yaml")
     p.add_argument("--out", type=Path, help="output folder (default build/synth); files go to OUT/<stack>")
     p.set_defaults(func=cmd_synth)
+
+    p = commands.add_parser(
+        "job",
+        help="print a multi-node torchrun JobSet for a stack's pool, team and tier",
+        description="Trainer arguments go after `--`, e.g. -- --preset small --max-steps 1000 ...",
+    )
+    p.add_argument("stack", help="a stack name or a path to a Pulumi.<name>.yaml")
+    p.add_argument("--pool", required=True)
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--gpus-per-node", type=int, required=True)
+    p.add_argument("--team", help="required when the stack has several teams")
+    p.add_argument("--tier", required=True, help="a priority tier, e.g. production, standard")
+    p.add_argument("--name", default="train", help="the JobSet's name (default train)")
+    p.add_argument("--image", help="trainer image (default: platform.trainer.image)")
+    p.set_defaults(func=cmd_job)
 
     p = commands.add_parser("schema", help="print the stack file's JSON Schema")
     p.set_defaults(func=cmd_schema)
@@ -85,11 +120,20 @@ def _close_event_loop() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` belongs to the trainer (gpu-platform job ... -- --preset small).
+    trainer_args = words[words.index("--") + 1 :] if "--" in words else []
+    words = words[: words.index("--")] if "--" in words else words
+    args = parser().parse_args(words)
+    args.trainer_args = trainer_args
     try:
         return int(args.func(args))
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
+        return EXIT_INVALID
+    except jobs.JobError as exc:
+        for problem in exc.problems:
+            print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID
     except stackfile.StackFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
