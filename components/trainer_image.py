@@ -71,8 +71,8 @@ class TrainerImage(pulumi.ComponentResource):
             context=docker_build.BuildContextArgs(location=str(context)),
             dockerfile=docker_build.DockerfileArgs(location=str(context / "Dockerfile")),
             platforms=[docker_build.Platform.LINUX_AMD64],
-            # The Dockerfile's EFA build arg adds libfabric and aws-ofi-nccl for p4d/p5 nodes.
-            build_args={"EFA": "true" if efa else "false"},
+            # training_images/Dockerfile: `trainer-efa` adds libfabric and aws-ofi-nccl for EFA nodes.
+            target="trainer-efa" if efa else "trainer",
             tags=[pulumi.Output.concat(registry.repository_url, ":", tag)],
             push=True,
             registries=[

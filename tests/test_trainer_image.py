@@ -58,6 +58,6 @@ def test_image_is_pushed_to_the_registry_with_the_content_tag(tmp_path: Path) ->
     assert inputs["tags"] == [f"123.dkr.ecr.us-west-2.amazonaws.com/ml-dev-trainer:{content_tag(context)}"]
     assert inputs["push"] is True
     assert inputs["platforms"] == ["linux/amd64"]
-    assert inputs["buildArgs"] == {"EFA": "true"}
+    assert inputs["target"] == "trainer-efa"
     assert inputs["dockerfile"] == {"location": str(context / "Dockerfile")}
     assert inputs["registries"][0]["password"] == "[secret]"
