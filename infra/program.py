@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.aws import AwsPlatform
 from components.pools import Pool, derive_pools
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec
 
@@ -22,7 +24,7 @@ def load_spec() -> PlatformSpec:
     source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
     try:
-        return parse_spec(raw, source)
+        return parse_spec(raw, source, region=pulumi.Config("aws").get("region"))
     except SpecError as exc:
         # RunError ends the program with the message alone, no traceback.
         raise pulumi.RunError(str(exc)) from None
@@ -36,13 +38,34 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
         "clusterName": spec.cluster.name,
         "gpuPools": {pool.name: pool_output(pool) for pool in pools},
     }
+    cluster = build_cluster(spec, pools)
+    outputs.update(cluster.outputs)
+    return outputs
+
+
+@dataclass
+class Cluster:
+    """What the Kubernetes GPU layer needs of any cloud's cluster: a provider, what to wait
+    for, and the stack exports the cloud adds."""
+
+    provider: k8s.Provider | None
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
+    """The cluster for the spec's cloud (built by its wing, or an existing one)."""
     if spec.cloud == "existing":
-        k8s.Provider(
+        provider = k8s.Provider(
             f"{spec.cluster.name}-k8s",
             context=spec.cluster.context,
             enable_server_side_apply=True,
         )
-    return outputs
+        return Cluster(provider)
+    if spec.cloud == "aws":
+        platform = AwsPlatform(spec.cluster.name, spec, pools, region=pulumi.Config("aws").require("region"))
+        return Cluster(platform.provider, platform.ready, platform.outputs)
+    return Cluster(None)
 
 
 def pool_output(pool: Pool) -> dict[str, Any]:
