@@ -12,10 +12,11 @@ Anything downstream may assume a `PlatformSpec` is valid; nothing downstream re-
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -35,6 +36,18 @@ Capacity = Literal["on-demand", "spot"]
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
 DevicePlugin = Literal["nvidia", "managed", "none"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+# EKS managed node group AMI types with NVIDIA drivers (EKS CreateNodegroup API, amiType).
+AmiType = Literal[
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+]
+# Bottlerocket NVIDIA AMIs run their own NVIDIA device plugin; AL2023 NVIDIA AMIs ship none.
+BOTTLEROCKET_AMI_TYPES: tuple[AmiType, ...] = ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
+ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
+DEFAULT_VPC_CIDR = "10.0.0.0/16"
+ANYWHERE = "0.0.0.0/0"
 
 
 class _Spec(BaseModel):
@@ -77,6 +90,22 @@ class NodePoolSpec(_Spec):
     # Zones the pool's nodes may run in (AWS availability zones, GCP zones); empty: the wing's
     # zones. Each must belong to the stack's region.
     zones: list[str] = Field(default_factory=list)
+    # AWS only. The EKS AMI of the pool's nodes. Bottlerocket NVIDIA brings its own device plugin,
+    # so a platform of Bottlerocket pools defaults `devicePlugin` to `managed`.
+    ami_type: AmiType = "AL2023_x86_64_NVIDIA"
+    # AWS only. Encrypted gp3 volume holding container images and local scratch, in GiB
+    # (training images are 10-20 GiB; the default leaves room for a few plus scratch).
+    root_volume_gib: int = Field(default=200, ge=20, le=16384, alias="rootVolumeGiB")
+    # AWS only. EFA network interfaces and a cluster placement group (one zone) for multi-node
+    # NCCL traffic; the instance type must support EFA.
+    efa: bool = False
+
+    # Fields only the AWS wing reads, as (stack file key, attribute); rejected elsewhere.
+    AWS_ONLY_FIELDS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("amiType", "ami_type"),
+        ("rootVolumeGiB", "root_volume_gib"),
+        ("efa", "efa"),
+    )
 
 
 class ClusterSpec(_Spec):
@@ -127,6 +156,54 @@ class TrainerSpec(_Spec):
     image: Optional[str] = None
 
 
+class AwsNetworkSpec(_Spec):
+    """Where the cluster lives: a new VPC (`vpcCidr`) or an existing one (`vpcId` + `subnetIds`)."""
+
+    # CIDR of a new VPC (None: 10.0.0.0/16); split into one private and one public subnet per zone.
+    vpc_cidr: Optional[str] = None
+    # An existing VPC; its private subnets, by availability zone, go in `subnetIds`. They need
+    # a NAT route, and the `kubernetes.io/role/internal-elb` tag for internal load balancers.
+    vpc_id: Optional[str] = None
+    subnet_ids: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def effective_vpc_cidr(self) -> str:
+        return self.vpc_cidr or DEFAULT_VPC_CIDR
+
+
+class AwsSystemNodesSpec(_Spec):
+    """The small on-demand node group that runs add-ons (CoreDNS, autoscaler, Kueue)."""
+
+    instance_type: str = "m6i.large"
+    min_nodes: int = Field(default=2, ge=1)
+    max_nodes: int = Field(default=3, ge=1)
+
+
+class AwsSpec(_Spec):
+    """Cloud-level settings of the AWS wing (cloud: aws only); every field has a default."""
+
+    # Availability zones of a new VPC's subnets (at least two); empty: the region's first three.
+    zones: list[str] = Field(default_factory=list)
+    network: AwsNetworkSpec = Field(default_factory=AwsNetworkSpec)
+    # IAM role or user ARNs that get cluster-admin access entries. The identity running
+    # `pulumi up` is admin already (it creates the cluster): do not list it again.
+    admins: list[str] = Field(default_factory=list)
+    # Whether the API endpoint is reachable from the internet; None: yes in dev and staging,
+    # no in prod. The private endpoint is always on (nodes use it).
+    public_endpoint: Optional[bool] = None
+    # Who may reach a public endpoint; empty: anyone (0.0.0.0/0), which prod does not allow.
+    public_access_cidrs: list[str] = Field(default_factory=list)
+    system_nodes: AwsSystemNodesSpec = Field(default_factory=AwsSystemNodesSpec)
+
+    def endpoint_public(self, environment: Environment) -> bool:
+        if self.public_endpoint is not None:
+            return self.public_endpoint
+        return environment != "prod"
+
+    def endpoint_cidrs(self) -> list[str]:
+        return list(self.public_access_cidrs) or [ANYWHERE]
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -141,13 +218,28 @@ class PlatformSpec(_Spec):
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
+    # cloud: aws only; None: every default of AwsSpec.
+    aws: Optional[AwsSpec] = None
 
     @property
     def device_plugin(self) -> DevicePlugin:
-        """The effective choice: exactly one nvidia.com/gpu advertiser per node."""
+        """The effective choice: exactly one nvidia.com/gpu advertiser per node.
+
+        Bottlerocket NVIDIA nodes advertise GPUs themselves, so an AWS platform whose pools all
+        run Bottlerocket defaults to `managed`; mixed AMI families are a spec error.
+        """
         if self.device_plugin_choice is not None:
             return self.device_plugin_choice
-        return "managed" if self.cloud == "gcp" else "nvidia"
+        if self.cloud == "gcp":
+            return "managed"
+        if self.cloud == "aws" and all(p.ami_type in BOTTLEROCKET_AMI_TYPES for p in self.node_pools):
+            return "managed"
+        return "nvidia"
+
+    @property
+    def aws_settings(self) -> AwsSpec:
+        """The `aws` section with its defaults filled in."""
+        return self.aws or AwsSpec()
 
 
 @dataclass(frozen=True)
@@ -170,15 +262,19 @@ class SpecError(Exception):
         return "\n".join(f"{self.source}: {p.path}: {p.message}" for p in self.problems)
 
 
-def parse_spec(raw: Any, source: str) -> PlatformSpec:
-    """Validate the raw `gpu-platform:platform` value from the stack file named `source`."""
+def parse_spec(raw: Any, source: str, region: str | None = None) -> PlatformSpec:
+    """Validate the raw `gpu-platform:platform` value from the stack file named `source`.
+
+    `region` is the stack's cloud region (stack file key `aws:region`); rules that need it
+    (zones belong to the region) run only when it is given.
+    """
     if raw is None:
         raise SpecError(source, [Problem(_ROOT, f"missing: set `{CONFIG_NAMESPACE}:{CONFIG_KEY}`")])
     try:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, [_shape_problem(err) for err in exc.errors()]) from None
-    problems = rule_problems(spec)
+    problems = rule_problems(spec, region=region)
     if problems:
         raise SpecError(source, problems)
     return spec
@@ -264,7 +360,7 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
 # --- pass 2: rules that need the catalog or several fields --------------------------------
 
 
-def rule_problems(spec: PlatformSpec) -> list[Problem]:
+def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem]:
     problems = _cluster_problems(spec) + _trainer_problems(spec)
     names = Counter(pool.name for pool in spec.node_pools)
     for i, pool in enumerate(spec.node_pools):
@@ -278,6 +374,7 @@ def rule_problems(spec: PlatformSpec) -> list[Problem]:
         problems += _sharing_problems(pool, at)
     problems += _scheduling_problems(spec)
     problems += _monitoring_problems(spec)
+    problems += aws_problems(spec, region)
     return problems
 
 
@@ -437,6 +534,211 @@ def _sharing_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
             Problem(f"{at}.profile", f"{gpu} has no MIG profile {sharing.profile!r}; one of {', '.join(profiles)}")
         )
     return problems
+
+
+# --- AWS-only rules: the `aws` section, pool AMI/EFA/volume fields, zones in the region -----
+
+_AWS_ZONE_SUFFIX = re.compile(r"^[a-z]$")
+_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+# The AWS wing's own node group for add-ons; a pool of that name would collide with it.
+AWS_SYSTEM_POOL = "system"
+# A new VPC is cut into per-zone subnets; below /20 the private subnets (one pod IP each with
+# the VPC CNI) get too small for GPU nodes full of pods.
+_MAX_VPC_PREFIX = 20
+
+
+def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
+    """Rules for the AWS wing; on other clouds, that no AWS-only field is set."""
+    if spec.cloud != "aws":
+        problems = [
+            Problem(f"{_ROOT}.nodePools[{i}].{key}", f"only for cloud: aws, not {spec.cloud}")
+            for i, pool in enumerate(spec.node_pools)
+            for key, attr in NodePoolSpec.AWS_ONLY_FIELDS
+            if attr in pool.model_fields_set
+        ]
+        if spec.aws is not None:
+            problems.append(Problem(f"{_ROOT}.aws", f"only for cloud: aws, not {spec.cloud}"))
+        return problems
+    settings = spec.aws_settings
+    at = f"{_ROOT}.aws"
+    problems = _aws_network_problems(settings, region, at)
+    problems += _aws_endpoint_problems(spec, settings, at)
+    problems += [
+        Problem(f"{at}.admins[{i}]", f"expected an IAM role or user ARN (arn:aws:iam::<account>:role/<name>), got {arn!r}")
+        for i, arn in enumerate(settings.admins)
+        if not _IAM_PRINCIPAL_ARN.match(arn)
+    ]
+    nodes = settings.system_nodes
+    if nodes.max_nodes < nodes.min_nodes:
+        problems.append(
+            Problem(f"{at}.systemNodes.maxNodes", f"must be >= minNodes ({nodes.min_nodes}), got {nodes.max_nodes}")
+        )
+    network_zones = _aws_network_zones(settings)
+    for i, pool in enumerate(spec.node_pools):
+        problems += _aws_pool_problems(pool, f"{_ROOT}.nodePools[{i}]", region, network_zones)
+    problems += _aws_device_plugin_problems(spec)
+    return problems
+
+
+def _aws_network_zones(settings: AwsSpec) -> list[str] | None:
+    """The zones the cluster has subnets in, when the stack file says (None: chosen at deploy)."""
+    if settings.network.subnet_ids:
+        return sorted(settings.network.subnet_ids)
+    return list(settings.zones) or None
+
+
+def _zone_problem(zone: str, region: str | None) -> str | None:
+    """Why `zone` cannot be used in `region` (None when it can, or when the region is unknown)."""
+    if region is None or (zone.startswith(region) and _AWS_ZONE_SUFFIX.match(zone[len(region):])):
+        return None
+    return (
+        f"{zone!r} is not an availability zone of region {region} (stack file key aws:region); "
+        f"zones there are named {region}a, {region}b, ..."
+    )
+
+
+def _zone_problems(zones: list[str], region: str | None, at: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for i, zone in enumerate(zones):
+        if zone in zones[:i]:
+            problems.append(Problem(f"{at}[{i}]", f"duplicate zone {zone!r}"))
+        message = _zone_problem(zone, region)
+        if message:
+            problems.append(Problem(f"{at}[{i}]", message))
+    return problems
+
+
+def _aws_network_problems(settings: AwsSpec, region: str | None, at: str) -> list[Problem]:
+    network = settings.network
+    problems = _zone_problems(settings.zones, region, f"{at}.zones")
+    if settings.zones and len(set(settings.zones)) < 2:
+        problems.append(Problem(f"{at}.zones", "EKS needs subnets in at least two zones; list two or more"))
+    if network.vpc_id is None:
+        if network.subnet_ids:
+            problems.append(Problem(f"{at}.network.subnetIds", "only with vpcId (an existing VPC); a new VPC gets its own subnets"))
+        if network.vpc_cidr is not None:
+            problems += _vpc_cidr_problems(network.vpc_cidr, f"{at}.network.vpcCidr")
+        return problems
+    if not _VPC_ID.match(network.vpc_id):
+        problems.append(Problem(f"{at}.network.vpcId", f"expected a VPC id (vpc-0123abcd), got {network.vpc_id!r}"))
+    if network.vpc_cidr is not None:
+        problems.append(Problem(f"{at}.network.vpcCidr", "only for a new VPC; an existing VPC (vpcId) keeps its CIDR"))
+    if settings.zones:
+        problems.append(Problem(f"{at}.zones", "not with vpcId: the zones are the keys of network.subnetIds"))
+    if len(network.subnet_ids) < 2:
+        problems.append(
+            Problem(f"{at}.network.subnetIds", "required with vpcId: private subnet ids by zone, in at least two zones")
+        )
+    for zone, subnet in sorted(network.subnet_ids.items()):
+        message = _zone_problem(zone, region)
+        if message:
+            problems.append(Problem(f"{at}.network.subnetIds.{zone}", message))
+        if not _SUBNET_ID.match(subnet):
+            problems.append(
+                Problem(f"{at}.network.subnetIds.{zone}", f"expected a subnet id (subnet-0123abcd), got {subnet!r}")
+            )
+    return problems
+
+
+def _vpc_cidr_problems(cidr: str, at: str) -> list[Problem]:
+    try:
+        net = ipaddress.IPv4Network(cidr)
+    except ValueError:
+        return [Problem(at, f"expected an IPv4 network such as 10.0.0.0/16, got {cidr!r}")]
+    if net.prefixlen > _MAX_VPC_PREFIX:
+        return [Problem(at, f"expected a /{_MAX_VPC_PREFIX} or larger network (pods take one VPC IP each), got /{net.prefixlen}")]
+    if not net.is_private:
+        return [Problem(at, f"expected a private range (10/8, 172.16/12, 192.168/16), got {cidr}")]
+    return []
+
+
+def _aws_endpoint_problems(spec: PlatformSpec, settings: AwsSpec, at: str) -> list[Problem]:
+    problems: list[Problem] = []
+    cidrs = settings.public_access_cidrs
+    for i, cidr in enumerate(cidrs):
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            problems.append(Problem(f"{at}.publicAccessCidrs[{i}]", f"expected an IPv4 CIDR such as 203.0.113.0/24, got {cidr!r}"))
+    public = settings.endpoint_public(spec.environment)
+    if not public and cidrs:
+        problems.append(Problem(f"{at}.publicAccessCidrs", "only with publicEndpoint: true; the endpoint is private"))
+    if public and spec.environment == "prod" and ANYWHERE in settings.endpoint_cidrs():
+        problems.append(
+            Problem(
+                f"{at}.publicEndpoint",
+                "prod must not expose the Kubernetes API to the whole internet: set publicEndpoint: false "
+                "(run `pulumi up` from inside the VPC) or list your CI/VPN ranges in publicAccessCidrs",
+            )
+        )
+    return problems
+
+
+def _aws_pool_problems(pool: NodePoolSpec, at: str, region: str | None, network_zones: list[str] | None) -> list[Problem]:
+    problems = _zone_problems(pool.zones, region, f"{at}.zones")
+    if pool.name == AWS_SYSTEM_POOL:
+        problems.append(Problem(f"{at}.name", f"{AWS_SYSTEM_POOL!r} is the add-on node group's name on aws; pick another"))
+    if pool.zones and network_zones is None:
+        problems.append(
+            Problem(f"{at}.zones", "list the platform's zones in platform.aws.zones too, so the VPC has subnets there")
+        )
+    elif network_zones is not None:
+        problems += [
+            Problem(f"{at}.zones[{i}]", f"{zone!r} is not one of the cluster's zones ({', '.join(network_zones)})")
+            for i, zone in enumerate(pool.zones)
+            if zone not in network_zones and _zone_problem(zone, region) is None
+        ]
+    shape = catalog.INSTANCE_TYPES.get(pool.instance_type or "")
+    if pool.efa:
+        if shape is not None and not shape.fast_interconnect:
+            efa_types = ", ".join(t for t in catalog.instance_types("aws") if catalog.INSTANCE_TYPES[t].fast_interconnect)
+            problems.append(Problem(f"{at}.efa", f"{shape.name} has no EFA; EFA types: {efa_types}"))
+        if len(pool.zones) > 1:
+            problems.append(
+                Problem(f"{at}.zones", "an EFA pool runs in one cluster placement group, which lives in one zone: list one zone")
+            )
+    if pool.ami_type in ARM64_AMI_TYPES and shape is not None:
+        problems.append(
+            Problem(f"{at}.amiType", f"{pool.ami_type} runs on Arm (Graviton) instances; {shape.name} is x86_64: use the x86_64 AMI type")
+        )
+    if pool.ami_type in BOTTLEROCKET_AMI_TYPES and pool.sharing.mode != "none":
+        problems.append(
+            Problem(
+                f"{at}.sharing.mode",
+                f"GPU sharing is configured through the NVIDIA device plugin's named configs, which Bottlerocket's "
+                f"built-in plugin does not read; use amiType AL2023_x86_64_NVIDIA for {pool.sharing.mode} pools",
+            )
+        )
+    return problems
+
+
+def _aws_device_plugin_problems(spec: PlatformSpec) -> list[Problem]:
+    """Exactly one nvidia.com/gpu advertiser per node: the AMI family and devicePlugin must agree."""
+    bottlerocket = [p.ami_type in BOTTLEROCKET_AMI_TYPES for p in spec.node_pools]
+    choice = spec.device_plugin_choice
+    if choice is None and any(bottlerocket) and not all(bottlerocket):
+        return [
+            Problem(
+                f"{_ROOT}.nodePools",
+                "Bottlerocket NVIDIA pools advertise GPUs themselves and AL2023 NVIDIA pools need the NVIDIA "
+                "device plugin: use one AMI family for all pools",
+            )
+        ]
+    if choice == "nvidia":
+        reason = "Bottlerocket NVIDIA nodes run their own device plugin (each GPU would be advertised twice)"
+        clashes = bottlerocket
+    elif choice == "managed":
+        reason = "AL2023 NVIDIA nodes have no device plugin of their own (no GPU would be advertised)"
+        clashes = [not b for b in bottlerocket]
+    else:
+        return []
+    return [
+        Problem(f"{_ROOT}.nodePools[{i}].amiType", f"devicePlugin: {choice} does not fit {pool.ami_type}: {reason}")
+        for i, pool in enumerate(spec.node_pools)
+        if clashes[i]
+    ]
 
 
 def gpu_model_name(pool: NodePoolSpec) -> str | None:

@@ -20,7 +20,21 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "certificateAuthority": {"data": "bW9jay1jbHVzdGVyLWNh"},
         "identities": [{"oidcs": [{"issuer": "https://oidc.eks.{region}.mock.internal/id/{name}"}]}],
         "version": "1.33",
+        "vpcConfig": {"clusterSecurityGroupId": "sg-{name}-cluster"},
     },
+    # A managed node group's ASG: eks-<node group name>-<uuid>.
+    "aws:eks/nodeGroup:NodeGroup": {
+        "resources": [{"autoscalingGroups": [{"name": "eks-{name}-00000000-0000-0000-0000-000000000000"}]}],
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
+    "aws:iam/openIdConnectProvider:OpenIdConnectProvider": {
+        "arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":oidc-provider/oidc.eks.{region}.mock.internal/id/{name}",
+    },
+    "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}"},
+    "aws:kms/key:Key": {"arn": "arn:aws:kms:{region}:" + MOCK_ACCOUNT + ":key/{name}", "keyId": "{name}"},
+    "aws:ecr/repository:Repository": {"repositoryUrl": MOCK_ACCOUNT + ".dkr.ecr.{region}.mock.internal/{name}"},
+    # Data buckets are declared under their bucket name.
+    "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{name}"},
     "gcp:container/cluster:Cluster": {
         "endpoint": "10.0.0.2",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jbHVzdGVyLWNh"},

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.aws import AwsPlatform
 from components.kubernetes import GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
@@ -24,7 +26,7 @@ def load_spec() -> PlatformSpec:
     source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
     try:
-        return parse_spec(raw, source)
+        return parse_spec(raw, source, region=pulumi.Config("aws").get("region"))
     except SpecError as exc:
         # RunError ends the program with the message alone, no traceback.
         raise pulumi.RunError(str(exc)) from None
@@ -38,19 +40,44 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
         "clusterName": spec.cluster.name,
         "gpuPools": {pool.name: pool_output(pool) for pool in pools},
     }
-    provider: k8s.Provider | None = None
+    cluster = build_cluster(spec, pools)
+    outputs.update(cluster.outputs)
+    if cluster.provider is not None:
+        # The same GPU layer on every cluster: it only needs a provider and the pool facts.
+        layer = GpuLayer(
+            resource_name(spec, "gpu"),
+            spec=spec,
+            pools=pools,
+            provider=cluster.provider,
+            opts=pulumi.ResourceOptions(depends_on=cluster.ready),
+        )
+        outputs.update(layer.exports)
+    return outputs
+
+
+@dataclass
+class Cluster:
+    """What the Kubernetes GPU layer needs of any cloud's cluster: a provider, what to wait
+    for, and the stack exports the cloud adds."""
+
+    provider: k8s.Provider | None
+    ready: list[pulumi.Resource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
+    """The cluster for the spec's cloud (built by its wing, or an existing one)."""
     if spec.cloud == "existing":
         provider = k8s.Provider(
             f"{spec.cluster.name}-k8s",
             context=spec.cluster.context,
             enable_server_side_apply=True,
         )
-    # The aws and gcp wings set `provider` to their cluster's provider in their branch above;
-    # the GPU layer then goes on top of every cluster the same way.
-    if provider is not None:
-        layer = GpuLayer(resource_name(spec, "gpu"), spec=spec, pools=pools, provider=provider)
-        outputs.update(layer.exports)
-    return outputs
+        return Cluster(provider)
+    if spec.cloud == "aws":
+        platform = AwsPlatform(spec.cluster.name, spec, pools, region=pulumi.Config("aws").require("region"))
+        return Cluster(platform.provider, platform.ready, platform.outputs)
+    return Cluster(None)
 
 
 def pool_output(pool: Pool) -> dict[str, Any]:

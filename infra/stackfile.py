@@ -17,6 +17,8 @@ import yaml
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec
 
 STACKS_DIR = "stacks"
+# The AWS provider's region setting; the spec's zone rules check against it.
+AWS_REGION_KEY = "aws:region"
 
 
 class StackFileError(Exception):
@@ -50,12 +52,17 @@ class StackFile:
             for key in self.config
             if key.startswith(f"{CONFIG_NAMESPACE}:") and key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
         )
-        if unknown:
-            raise SpecError(
-                self.source,
-                [Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}") for key in unknown],
-            )
-        return parse_spec(self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"), self.source)
+        problems = [
+            Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}")
+            for key in unknown
+        ]
+        raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
+        region = self.config.get(AWS_REGION_KEY)
+        if isinstance(raw, dict) and raw.get("cloud") == "aws" and not (isinstance(region, str) and region):
+            problems.append(Problem(AWS_REGION_KEY, "required for cloud: aws: the region to build in, e.g. us-east-1"))
+        if problems:
+            raise SpecError(self.source, problems)
+        return parse_spec(raw, self.source, region=region if isinstance(region, str) else None)
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -94,7 +94,8 @@ class _Mocks(mocks.Mocks):
         return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name)}
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return mock_outputs.call_result(args.token), None
+        # No failures: an empty list, as the SDK's mock monitor iterates it (None raises).
+        return mock_outputs.call_result(args.token), []
 
 
 class RecordingMonitor(mocks.MockMonitor):

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from infra import cli, program, synth
+from infra import cli, mock_outputs, program, synth
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,7 +108,8 @@ def test_records_resource_options(recorded: synth.Synthesis) -> None:
 def test_inputs_are_camel_case_as_the_engine_receives_them(recorded: synth.Synthesis) -> None:
     eks = recorded.one("aws:eks/cluster:Cluster", "eks")["inputs"]
     assert eks["vpcConfig"] == {"subnetIds": ["subnet-1"]}
-    assert eks["roleArn"] == "arn:aws:mock:us-west-2:000000000000:data"
+    # An output of another resource arrives resolved, from the mock outputs table.
+    assert eks["roleArn"] == mock_outputs.resource_outputs("aws:s3/bucket:Bucket", "data")["arn"]
 
 
 def test_secrets_are_masked(recorded: synth.Synthesis) -> None:

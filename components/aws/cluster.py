@@ -1,0 +1,259 @@
+"""The EKS control plane, its identities and add-ons, and the small system node group."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.aws import facts, iam, plan
+from components.aws.nodes import node_launch_template
+from components.spec import PlatformSpec
+
+# The system group's AMI: add-ons need no GPU driver.
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+SYSTEM_VOLUME_GIB = 50
+
+
+@dataclass(frozen=True)
+class Account:
+    """Where the stack deploys: partition (aws, aws-cn, aws-us-gov), region and account id."""
+
+    partition: str
+    region: str
+    id: str
+
+
+def _issuer(identities: Sequence[aws.eks.outputs.ClusterIdentity]) -> str:
+    oidcs = identities[0].oidcs or []
+    return oidcs[0].issuer or ""
+
+
+class EksCluster(pulumi.ComponentResource):
+    """EKS with API access entries, KMS-encrypted secrets, full control-plane logs, IRSA and
+    pinned core add-ons; a Kubernetes provider for everything installed on it."""
+
+    cluster: aws.eks.Cluster
+    name: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    # Issuer without the scheme: the prefix of IRSA condition keys (`<host>:sub`).
+    oidc_issuer_host: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    system_nodes: aws.eks.NodeGroup
+    # Add-ons the rest of the cluster leans on (DNS, pod networking, volumes).
+    addons: list[aws.eks.Addon]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        account: Account,
+        subnet_ids: list[pulumi.Output[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-platform:aws:EksCluster", name, None, opts)
+        settings = spec.aws_settings
+        prod = spec.environment == "prod"
+        child = pulumi.ResourceOptions(parent=self)
+        kept = pulumi.ResourceOptions(parent=self, protect=prod)
+
+        # EKS writes control-plane logs here; created first so the retention is ours, not "never".
+        logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane",
+            name=f"/aws/eks/{spec.cluster.name}/cluster",
+            retention_in_days=plan.log_retention_days(spec.environment),
+            opts=child,
+        )
+        key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {spec.cluster.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            opts=kept,
+        )
+        aws.kms.Alias(f"{name}-secrets", name=f"alias/{spec.cluster.name}-eks-secrets", target_key_id=key.key_id, opts=child)
+
+        cluster_role = self._service_role(f"{name}-cluster", "eks.amazonaws.com", facts.CLUSTER_ROLE_POLICIES, account)
+        encryption = aws.iam.RolePolicy(
+            f"{name}-cluster-secrets-key",
+            role=cluster_role.id,
+            policy=key.arn.apply(lambda arn: json.dumps(iam.cluster_encryption_policy(arn))),
+            opts=child,
+        )
+        public = settings.endpoint_public(spec.environment)
+        self.cluster = aws.eks.Cluster(
+            name,
+            name=spec.cluster.name,
+            version=spec.cluster.kubernetes_version,
+            role_arn=cluster_role.arn,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(
+                subnet_ids=subnet_ids,
+                endpoint_private_access=True,
+                endpoint_public_access=public,
+                public_access_cidrs=settings.endpoint_cidrs() if public else None,
+            ),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API",
+                # The identity running `pulumi up` must reach the API to install the GPU layer.
+                bootstrap_cluster_creator_admin_permissions=True,
+            ),
+            # Core add-ons are managed below, at pinned versions, with their own IAM roles.
+            bootstrap_self_managed_addons=False,
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                resources=["secrets"],
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
+            ),
+            enabled_cluster_log_types=list(facts.CONTROL_PLANE_LOG_TYPES),
+            deletion_protection=prod,
+            opts=pulumi.ResourceOptions(parent=self, protect=prod, depends_on=[logs, encryption]),
+        )
+        self.name = self.cluster.name
+        self.security_group_id = self.cluster.vpc_config.apply(lambda c: c.cluster_security_group_id or "")
+        self.oidc_issuer = self.cluster.identities.apply(_issuer)
+        self.oidc_issuer_host = self.oidc_issuer.apply(lambda issuer: issuer.removeprefix("https://"))
+        oidc = aws.iam.OpenIdConnectProvider(
+            name,
+            url=self.oidc_issuer,
+            client_id_lists=[facts.IRSA_AUDIENCE],
+            opts=child,
+        )
+        self.oidc_provider_arn = oidc.arn
+
+        for admin in settings.admins:
+            self._admin_access(name, admin, account)
+
+        node_role = self._service_role(f"{name}-node", "ec2.amazonaws.com", facts.NODE_ROLE_POLICIES, account)
+        self.node_role_arn = node_role.arn
+        addon_versions = facts.ADDON_VERSIONS[spec.cluster.kubernetes_version]
+        # Networking first: nodes only become Ready once the CNI and kube-proxy run.
+        networking = [self._addon(name, addon, addon_versions[addon], account) for addon in ("vpc-cni", "kube-proxy")]
+        template = node_launch_template(
+            f"{name}-system", volume_gib=SYSTEM_VOLUME_GIB, data_device="/dev/xvda", parent=self
+        )
+        system = settings.system_nodes
+        self.system_nodes = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=self.cluster.name,
+            node_group_name_prefix=f"{spec.cluster.name}-system-",
+            node_role_arn=node_role.arn,
+            subnet_ids=subnet_ids,
+            ami_type=SYSTEM_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            instance_types=[system.instance_type],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.min_nodes, max_size=system.max_nodes, desired_size=system.min_nodes
+            ),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels={plan.SYSTEM_ROLE_LABEL: plan.SYSTEM_ROLE},
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=networking, ignore_changes=["scalingConfig.desiredSize"]
+            ),
+        )
+        # DNS and volumes need nodes to schedule on.
+        after_nodes = pulumi.ResourceOptions(depends_on=[self.system_nodes])
+        self.addons = networking + [
+            self._addon(name, addon, addon_versions[addon], account, after_nodes)
+            for addon in ("coredns", "aws-ebs-csi-driver")
+        ]
+
+        certificate = self.cluster.certificate_authority.apply(lambda ca: ca.data or "")
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(self.cluster.name, self.cluster.endpoint, certificate).apply(
+                lambda args: plan.kubeconfig(args[0], args[1], args[2], account.region)
+            )
+        )
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.addons),
+        )
+        self.register_outputs(
+            {
+                "clusterName": self.name,
+                "oidcIssuer": self.oidc_issuer,
+                "oidcProviderArn": self.oidc_provider_arn,
+                "systemNodeGroup": self.system_nodes.node_group_name,
+            }
+        )
+
+    def _service_role(self, name: str, service: str, policies: tuple[str, ...], account: Account) -> aws.iam.Role:
+        role = aws.iam.Role(
+            name,
+            assume_role_policy=json.dumps(iam.service_trust_policy(service)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for policy in policies:
+            aws.iam.RolePolicyAttachment(
+                f"{name}-{policy.rsplit('/', 1)[-1]}",
+                role=role.name,
+                policy_arn=iam.managed_policy_arn(account.partition, policy),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        return role
+
+    def irsa_role(self, name: str, subjects: list[str], opts: pulumi.ResourceOptions | None = None) -> aws.iam.Role:
+        """A role that exactly `subjects` (system:serviceaccount:<ns>:<sa>) assume through this
+        cluster's OIDC provider; `opts` sets its parent."""
+        trust = pulumi.Output.all(self.oidc_provider_arn, self.oidc_issuer_host).apply(
+            lambda args: json.dumps(iam.irsa_trust_policy(args[0], args[1], subjects))
+        )
+        return aws.iam.Role(name, assume_role_policy=trust, opts=opts or pulumi.ResourceOptions(parent=self))
+
+    def _addon(
+        self,
+        name: str,
+        addon: str,
+        version: str,
+        account: Account,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> aws.eks.Addon:
+        role_arn: pulumi.Output[str] | None = None
+        if addon in facts.ADDON_SERVICE_ACCOUNTS:
+            subject = f"system:serviceaccount:kube-system:{facts.ADDON_SERVICE_ACCOUNTS[addon]}"
+            role = self.irsa_role(f"{name}-{addon}", [subject])
+            aws.iam.RolePolicyAttachment(
+                f"{name}-{addon}",
+                role=role.name,
+                policy_arn=iam.managed_policy_arn(account.partition, facts.ADDON_ROLE_POLICIES[addon]),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            role_arn = role.arn
+        return aws.eks.Addon(
+            f"{name}-{addon}",
+            cluster_name=self.cluster.name,
+            addon_name=addon,
+            addon_version=version,
+            service_account_role_arn=role_arn,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts),
+        )
+
+    def _admin_access(self, name: str, principal_arn: str, account: Account) -> None:
+        """Cluster-admin for one IAM principal, through an access entry (no aws-auth ConfigMap)."""
+        principal = principal_arn.rsplit(":", 1)[-1].replace("/", "-")
+        entry = aws.eks.AccessEntry(
+            f"{name}-admin-{principal}",
+            cluster_name=self.cluster.name,
+            principal_arn=principal_arn,
+            type="STANDARD",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-admin-{principal}",
+            cluster_name=self.cluster.name,
+            principal_arn=entry.principal_arn,
+            policy_arn=f"arn:{account.partition}:eks::aws:cluster-access-policy/{facts.CLUSTER_ADMIN_ACCESS_POLICY}",
+            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

@@ -1,0 +1,135 @@
+"""AWS facts the wing builds from: pinned versions, chart pins, key names and hardware details.
+
+Each table names where its values come from. Bump a pin here, nowhere else; the tests check
+that every supported Kubernetes minor has an entry in each per-minor table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.spec import AmiType
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    version: str
+    repo: str
+
+
+# kubernetes/autoscaler, charts/cluster-autoscaler/Chart.yaml at tag cluster-autoscaler-chart-9.59.0
+# (app 1.35.0); values keys checked against shared/charts/cluster-autoscaler-9.59.0.keys.json.
+CLUSTER_AUTOSCALER_CHART = Chart("cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler")
+
+# The autoscaler simulates the scheduler of its own Kubernetes minor, so its image minor must
+# match the cluster's (kubernetes/autoscaler README, "Releases"). Latest patch per minor from the
+# project's GitHub releases (registry.k8s.io/autoscaling/cluster-autoscaler tags), late 2026.
+CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
+    "1.31": "v1.31.2",
+    "1.32": "v1.32.7",
+    "1.33": "v1.33.5",
+    "1.34": "v1.34.3",
+    "1.35": "v1.35.0",
+}
+
+# aws/eks-charts, stable/aws-efa-k8s-device-plugin/Chart.yaml (version v0.5.20, app v0.5.13):
+# advertises `vpc.amazonaws.com/efa` so pods can claim the EFA devices of a node.
+EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "v0.5.20", "https://aws.github.io/eks-charts")
+
+# EKS add-on versions per Kubernetes minor, from the EKS user guide's add-on version tables and
+# `aws eks describe-addon-versions` (late 2026). vpc-cni and aws-ebs-csi-driver publish one
+# version for every supported minor; coredns and kube-proxy follow the minor.
+ADDON_VERSIONS: dict[str, dict[str, str]] = {
+    "1.31": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.31.7-eksbuild.7",
+        "coredns": "v1.11.4-eksbuild.22",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+    },
+    "1.32": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.32.3-eksbuild.7",
+        "coredns": "v1.11.4-eksbuild.22",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+    },
+    "1.33": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.33.3-eksbuild.6",
+        "coredns": "v1.12.3-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+    },
+    "1.34": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.34.0-eksbuild.2",
+        "coredns": "v1.12.3-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+    },
+    "1.35": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.35.0-eksbuild.2",
+        "coredns": "v1.13.2-eksbuild.3",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+    },
+}
+
+# Service accounts of the add-ons that call AWS APIs (IRSA), namespace kube-system: the
+# VPC CNI's `aws-node` DaemonSet and the EBS CSI controller (EKS add-on documentation).
+ADDON_SERVICE_ACCOUNTS: dict[str, str] = {
+    "vpc-cni": "aws-node",
+    "aws-ebs-csi-driver": "ebs-csi-controller-sa",
+}
+
+# AWS managed policies (IAM console, "AWS managed"), by name; ARNs are built per partition.
+CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)
+NODE_ROLE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
+ADDON_ROLE_POLICIES: dict[str, str] = {
+    "vpc-cni": "AmazonEKS_CNI_Policy",
+    "aws-ebs-csi-driver": "service-role/AmazonEBSCSIDriverPolicy",
+}
+# EKS access policy for cluster administrators (EKS access entries documentation).
+CLUSTER_ADMIN_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+
+# Every control-plane log type (EKS CreateCluster API, logging.clusterLogging.types).
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+
+# The device holding images and scratch: AL2023 has one root volume; Bottlerocket keeps the OS
+# on /dev/xvda and containers on the data volume /dev/xvdb (Bottlerocket EKS AMI layout).
+DATA_DEVICE: dict[AmiType, str] = {
+    "AL2023_x86_64_NVIDIA": "/dev/xvda",
+    "AL2023_ARM_64_NVIDIA": "/dev/xvda",
+    "BOTTLEROCKET_x86_64_NVIDIA": "/dev/xvdb",
+    "BOTTLEROCKET_ARM_64_NVIDIA": "/dev/xvdb",
+}
+
+# Network cards of EFA instance types with more than one (EC2 User Guide, "Network cards" and
+# "Maximize network bandwidth ... with EFA"); one EFA interface per card gives full bandwidth.
+# Types not listed have one card.
+EFA_NETWORK_CARDS: dict[str, int] = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "p6-b200.48xlarge": 8,
+    "g6e.48xlarge": 4,
+}
+
+# The autoscaler's AWS provider treats nodes carrying this label as GPU nodes (its GPULabel):
+# it waits for their GPUs to register instead of judging a fresh node empty.
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+# Node label put on EFA pools, for the EFA device plugin's nodeSelector.
+EFA_LABEL = "gpu-platform.io/efa"
+
+# Cluster-autoscaler AWS tag names (cluster-autoscaler/cloudprovider/aws/README.md).
+AUTOSCALER_ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
+AUTOSCALER_CLUSTER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+NODE_TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
+
+# Subnet tags load balancers look for (AWS Load Balancer Controller subnet discovery).
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+
+# The audience IRSA tokens carry (EKS IAM roles for service accounts).
+IRSA_AUDIENCE = "sts.amazonaws.com"

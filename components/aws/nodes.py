@@ -1,0 +1,157 @@
+"""GPU node groups, one per pool: a managed node group that scales from zero."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws import facts, plan
+from components.pools import Pool
+from components.spec import NodePoolSpec
+
+
+def node_launch_template(
+    name: str,
+    *,
+    volume_gib: int,
+    data_device: str,
+    parent: pulumi.Resource,
+    network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
+    placement_group: pulumi.Input[str] | None = None,
+) -> aws.ec2.LaunchTemplate:
+    """What every node of the platform gets: IMDSv2 only, one hop (pods cannot borrow the
+    node's role), and an encrypted gp3 volume for images and scratch.
+
+    No AMI and no user data: EKS picks the AMI from the node group's amiType and bootstraps it.
+    """
+    return aws.ec2.LaunchTemplate(
+        name,
+        name=name,
+        update_default_version=True,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=1,
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=data_device,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=volume_gib,
+                    volume_type="gp3",
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        network_interfaces=network_interfaces,
+        placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": name})
+            for kind in ("instance", "volume")
+        ],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def asg_name(node_group: aws.eks.NodeGroup) -> pulumi.Output[str]:
+    """The autoscaling group EKS made for a managed node group (one per group)."""
+
+    def first(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
+        groups = resources[0].autoscaling_groups or []
+        return groups[0].name or ""
+
+    return node_group.resources.apply(first)
+
+
+class GpuNodeGroup(pulumi.ComponentResource):
+    """One pool's nodes: labels and taint from the pool facts, min/max from the spec, the
+    desired size left to the cluster autoscaler, and ASG tags for scaling up from zero."""
+
+    node_group: aws.eks.NodeGroup
+    # The managed node group's autoscaling group, where the autoscaler acts.
+    asg_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        cluster: pulumi.Input[str],
+        pool: Pool,
+        spec_pool: NodePoolSpec,
+        node_role_arn: pulumi.Input[str],
+        subnet_ids: list[pulumi.Output[str]],
+        security_group_id: pulumi.Input[str],
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        """`after`: what must run before nodes can join (the cluster's networking add-ons)."""
+        super().__init__("gpu-platform:aws:GpuNodeGroup", name, None, opts)
+        assert pool.instance_type is not None, "AWS pools have a catalog instance type"
+        labels = plan.node_labels(pool, spec_pool)
+
+        interfaces: list[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None
+        placement_group: pulumi.Output[str] | None = None
+        if spec_pool.efa:
+            # EFA traffic needs the nodes close together (one zone) and a security group that
+            # lets them reach each other: the cluster security group allows all traffic within.
+            group = aws.ec2.PlacementGroup(
+                name, name=name, strategy="cluster", opts=pulumi.ResourceOptions(parent=self)
+            )
+            placement_group = group.name
+            interfaces = [
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    network_card_index=nic.network_card_index,
+                    device_index=nic.device_index,
+                    interface_type=nic.interface_type,
+                    security_groups=[security_group_id],
+                    delete_on_termination="true",
+                )
+                for nic in plan.efa_interfaces(pool.instance_type.name)
+            ]
+        template = node_launch_template(
+            name,
+            volume_gib=spec_pool.root_volume_gib,
+            data_device=facts.DATA_DEVICE[spec_pool.ami_type],
+            parent=self,
+            network_interfaces=interfaces,
+            placement_group=placement_group,
+        )
+        self.node_group = aws.eks.NodeGroup(
+            name,
+            cluster_name=cluster,
+            node_group_name=name,
+            node_role_arn=node_role_arn,
+            subnet_ids=subnet_ids,
+            ami_type=spec_pool.ami_type,
+            capacity_type=plan.capacity_type(pool),
+            instance_types=[pool.instance_type.name],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes
+            ),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
+            labels=labels,
+            taints=[aws.eks.NodeGroupTaintArgs(key=pool.taint.key, value=pool.taint.value, effect="NO_SCHEDULE")],
+            # Replace GPU nodes one at a time: a rolling update evicts training pods.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(after),
+                # The autoscaler owns the desired size; a fixed node group name must go before
+                # its replacement can take the name.
+                ignore_changes=["scalingConfig.desiredSize"],
+                delete_before_replace=True,
+            ),
+        )
+        self.asg_name = asg_name(self.node_group)
+        for key, value in plan.asg_tags(cluster_name, pool, labels).items():
+            aws.autoscaling.Tag(
+                f"{name}:{key}",
+                autoscaling_group_name=self.asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        self.register_outputs({"nodeGroupName": self.node_group.node_group_name, "asgName": self.asg_name})

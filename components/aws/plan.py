@@ -1,0 +1,257 @@
+"""What the AWS wing builds, as plain data: labels, autoscaler tags and values, subnets, EFA.
+
+Pure functions of the spec and the pool facts (no Pulumi resources), so each decision is
+tested directly; the components only map these plans onto resources.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components import naming
+from components.aws import facts
+from components.pools import GPU_TAINT_KEY, Pool
+from components.spec import Environment, NodePoolSpec, PlatformSpec
+
+# Label on the system node group; add-ons that must stay off GPU nodes select it.
+SYSTEM_ROLE_LABEL = "gpu-platform.io/role"
+SYSTEM_ROLE = "system"
+
+# Where the trainer keeps checkpoints in the bucket; old versions of these expire.
+CHECKPOINT_PREFIX = "checkpoints/"
+
+# Cluster-autoscaler: where it runs and the service account its IAM role trusts.
+AUTOSCALER_NAMESPACE = "kube-system"
+AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
+
+# Priority expander ranks (highest wins): for the same request, spot before on-demand, and GPU
+# pools before the system group. Ties fall through to least-waste.
+SPOT_PRIORITY = 20
+ON_DEMAND_PRIORITY = 10
+SYSTEM_PRIORITY = 1
+
+# Scale-down timing for training. A GPU node is only removed after 15 idle minutes, so the
+# next job of a queue (or a restarted gang) finds it warm; a freshly added node gets 20 minutes
+# for the whole gang to land; big GPU nodes boot, join and pull multi-GiB images slowly.
+SCALE_DOWN_UNNEEDED_TIME = "15m"
+SCALE_DOWN_DELAY_AFTER_ADD = "20m"
+MAX_NODE_PROVISION_TIME = "30m"
+
+
+def capacity_type(pool: Pool) -> str:
+    """EKS capacityType of a pool (CreateNodegroup API spelling)."""
+    return "SPOT" if pool.capacity == "spot" else "ON_DEMAND"
+
+
+def node_labels(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, str]:
+    """Labels on a pool's nodes: the pool facts, the accelerator, and EFA where present."""
+    labels = {**pool.labels, facts.ACCELERATOR_LABEL: pool.gpu.accelerator_label}
+    if spec_pool.efa:
+        labels[facts.EFA_LABEL] = "true"
+    return labels
+
+
+def autoscaler_cluster_tag(cluster_name: str) -> str:
+    return f"{facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}"
+
+
+def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str]) -> dict[str, str]:
+    """Tags the pool's autoscaling group needs for auto-discovery and scale from zero.
+
+    With no node to look at, the autoscaler builds a template node from these tags: what it
+    advertises (`nvidia.com/gpu` = GPUs x replicas on shared pools), its labels and its taint.
+    Managed node group tags never reach the ASG, so these go on the ASG itself.
+    """
+    taint = pool.taint
+    tags = {
+        facts.AUTOSCALER_ENABLED_TAG: "true",
+        autoscaler_cluster_tag(cluster_name): "owned",
+        f"{facts.NODE_TEMPLATE_PREFIX}resources/nvidia.com/gpu": str(pool.slots_per_node),
+        f"{facts.NODE_TEMPLATE_PREFIX}taint/{taint.key}": f"{taint.value}:{taint.effect}",
+    }
+    tags.update({f"{facts.NODE_TEMPLATE_PREFIX}label/{key}": value for key, value in labels.items()})
+    return dict(sorted(tags.items()))
+
+
+def pool_priority(pool: Pool) -> int:
+    return SPOT_PRIORITY if pool.capacity == "spot" else ON_DEMAND_PRIORITY
+
+
+def expander_priorities(pools: list[Pool], asg_names: dict[str, str], system_asg: str) -> dict[str, list[str]]:
+    """The priority expander's table: priority -> anchored regexes of ASG names.
+
+    Keys are strings (Helm values); the chart renders them as the integers the expander reads.
+    """
+    table: dict[int, list[str]] = {SYSTEM_PRIORITY: [exact_match(system_asg)]}
+    for pool in pools:
+        table.setdefault(pool_priority(pool), []).append(exact_match(asg_names[pool.name]))
+    return {str(priority): sorted(patterns) for priority, patterns in sorted(table.items())}
+
+
+_REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\])")
+
+
+def exact_match(name: str) -> str:
+    """An anchored regex (Go RE2 syntax) matching exactly `name`."""
+    return "^" + _REGEX_SPECIAL.sub(r"\\\1", name) + "$"
+
+
+def gpu_scale_down_threshold(pools: list[Pool]) -> str:
+    """`--scale-down-gpu-utilization-threshold` below one used slot on the fullest node.
+
+    A node is a scale-down candidate when requested/allocatable GPUs fall below the threshold.
+    The default 0.5 lets the autoscaler evict a training pod that uses half a node's GPUs;
+    half of one slot's share means only nodes with no GPU pod at all are candidates.
+    """
+    most_slots = max(pool.slots_per_node for pool in pools)
+    return f"{0.5 / most_slots:.4g}"
+
+
+def autoscaler_values(
+    cluster_name: str,
+    region: str,
+    kubernetes_version: str,
+    role_arn: pulumi.Input[str],
+    priorities: pulumi.Input[dict[str, list[str]]],
+    pools: list[Pool],
+) -> dict[str, Any]:
+    """Helm values of the cluster-autoscaler chart (keys per shared/charts/...keys.json)."""
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {"clusterName": cluster_name},
+        "fullnameOverride": "cluster-autoscaler",
+        "image": {"tag": facts.CLUSTER_AUTOSCALER_IMAGE_TAGS[kubernetes_version]},
+        "rbac": {
+            "serviceAccount": {
+                "name": AUTOSCALER_SERVICE_ACCOUNT,
+                "annotations": {"eks.amazonaws.com/role-arn": role_arn},
+            }
+        },
+        "nodeSelector": {SYSTEM_ROLE_LABEL: SYSTEM_ROLE},
+        "extraArgs": {
+            "expander": "priority,least-waste",
+            "balance-similar-node-groups": True,
+            "scale-down-gpu-utilization-threshold": gpu_scale_down_threshold(pools),
+            "scale-down-unneeded-time": SCALE_DOWN_UNNEEDED_TIME,
+            "scale-down-delay-after-add": SCALE_DOWN_DELAY_AFTER_ADD,
+            "max-node-provision-time": MAX_NODE_PROVISION_TIME,
+        },
+        "expanderPriorities": priorities,
+    }
+
+
+def efa_device_plugin_values(pools: list[Pool], spec: PlatformSpec) -> dict[str, Any]:
+    """The EFA device plugin runs on EFA pools only, which carry the GPU taint.
+
+    The chart also requires the node's instance type to be in its own list of EFA types; it is
+    set to the EFA pools' types, so a chart list that lags behind new instances cannot keep
+    the plugin off them.
+    """
+    efa = {p.name for p in spec.node_pools if p.efa}
+    types = sorted({pool.instance_type.name for pool in pools if pool.name in efa and pool.instance_type})
+    return {
+        "nodeSelector": {facts.EFA_LABEL: "true"},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": types},
+    }
+
+
+@dataclass(frozen=True)
+class EfaInterface:
+    network_card_index: int
+    device_index: int
+    interface_type: str
+
+
+def efa_interfaces(instance_type: str) -> list[EfaInterface]:
+    """One EFA per network card: an EFA-with-ENA primary, EFA-only on every further card."""
+    cards = facts.EFA_NETWORK_CARDS.get(instance_type, 1)
+    return [EfaInterface(0, 0, "efa")] + [EfaInterface(card, 1, "efa-only") for card in range(1, cards)]
+
+
+@dataclass(frozen=True)
+class ZoneSubnets:
+    zone: str
+    private_cidr: str
+    public_cidr: str
+
+
+def subnet_plan(vpc_cidr: str, zones: list[str]) -> list[ZoneSubnets]:
+    """Big private subnets (pods take VPC IPs) and small public ones (NAT, load balancers).
+
+    The VPC is split into equal blocks, one private block per zone; the last block is split
+    again into the public subnets.
+    """
+    network = ipaddress.IPv4Network(vpc_cidr)
+    bits = max(2, math.ceil(math.log2(len(zones) + 1)))
+    blocks = list(network.subnets(prefixlen_diff=bits))
+    publics = list(blocks[-1].subnets(prefixlen_diff=max(2, math.ceil(math.log2(len(zones))))))
+    return [ZoneSubnets(zone, str(blocks[i]), str(publics[i])) for i, zone in enumerate(zones)]
+
+
+def single_nat(environment: Environment) -> bool:
+    """Dev saves one NAT gateway per extra zone; prod keeps a NAT per zone (no cross-zone outage)."""
+    return environment != "prod"
+
+
+def log_retention_days(environment: Environment) -> int:
+    return 90 if environment == "prod" else 30
+
+
+def trainer_subjects(spec: PlatformSpec) -> list[str]:
+    """The service accounts the trainer runs as: `trainer` in each team namespace (or default)."""
+    namespaces = [naming.team_namespace(team.name) for team in spec.scheduling.teams] or ["default"]
+    return sorted(f"system:serviceaccount:{ns}:{naming.TRAINER_SERVICE_ACCOUNT}" for ns in namespaces)
+
+
+def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:
+    """A kubeconfig that authenticates with `aws eks get-token` (the caller's AWS identity)."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": certificate_authority}}
+        ],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "current-context": cluster_name,
+        "users": [
+            {
+                "name": cluster_name,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+                    }
+                },
+            }
+        ],
+    }
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+def ecr_lifecycle_policy() -> str:
+    """Untagged layers go after a week; the newest 200 tagged images stay (tags are immutable)."""
+    rules = [
+        {
+            "rulePriority": 1,
+            "description": "expire untagged images after 7 days",
+            "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days", "countNumber": 7},
+            "action": {"type": "expire"},
+        },
+        {
+            "rulePriority": 2,
+            "description": "keep the newest 200 images",
+            "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 200},
+            "action": {"type": "expire"},
+        },
+    ]
+    return json.dumps({"rules": rules}, sort_keys=True)

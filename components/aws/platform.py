@@ -1,0 +1,113 @@
+"""The AWS wing: network, EKS, GPU node groups, autoscaler, registry and bucket, from the spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.aws import facts, plan
+from components.aws.autoscaler import ClusterAutoscaler
+from components.aws.cluster import Account, EksCluster
+from components.aws.network import Network
+from components.aws.nodes import GpuNodeGroup, asg_name
+from components.aws.storage import TrainingStorage
+from components.naming import resource_name
+from components.pools import Pool
+from components.spec import PlatformSpec
+
+
+class AwsPlatform(pulumi.ComponentResource):
+    """Everything a platform team needs on AWS; hands the Kubernetes GPU layer `provider`.
+
+    `ready` lists what the layer's workloads must wait for: the system nodes and core add-ons
+    (its controllers schedule there) and the GPU node groups (its device plugin targets them).
+    """
+
+    provider: k8s.Provider
+    node_groups: dict[str, aws.eks.NodeGroup]
+    ready: list[pulumi.Resource]
+    trainer_role_arn: pulumi.Output[str]
+    outputs: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        spec: PlatformSpec,
+        pools: list[Pool],
+        region: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-platform:aws:AwsPlatform", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        account = Account(
+            partition=aws.get_partition().partition,
+            region=region,
+            id=aws.get_caller_identity().account_id,
+        )
+        cluster_name = spec.cluster.name
+        network = Network(resource_name(spec, "network"), spec, region, child)
+        cluster = EksCluster(name, spec, account, list(network.private_subnets.values()), child)
+        self.provider = cluster.provider
+
+        spec_pools = {p.name: p for p in spec.node_pools}
+        groups: dict[str, GpuNodeGroup] = {}
+        for pool in pools:
+            spec_pool = spec_pools[pool.name]
+            zones = list(spec_pool.zones) or network.zones
+            if spec_pool.efa:
+                # One placement group, one zone.
+                zones = zones[:1]
+            groups[pool.name] = GpuNodeGroup(
+                resource_name(spec, pool.name),
+                cluster_name=cluster_name,
+                cluster=cluster.name,
+                pool=pool,
+                spec_pool=spec_pool,
+                node_role_arn=cluster.node_role_arn,
+                subnet_ids=[network.private_subnets[zone] for zone in zones],
+                security_group_id=cluster.security_group_id,
+                after=cluster.addons,
+                opts=child,
+            )
+        self.node_groups = {pool: group.node_group for pool, group in groups.items()}
+
+        ClusterAutoscaler(
+            resource_name(spec, "cluster-autoscaler"),
+            cluster_name=cluster_name,
+            kubernetes_version=spec.cluster.kubernetes_version,
+            cluster=cluster,
+            account=account,
+            pools=pools,
+            asg_names={pool: group.asg_name for pool, group in groups.items()},
+            system_asg_name=asg_name(cluster.system_nodes),
+            opts=child,
+        )
+        if any(p.efa for p in spec.node_pools):
+            chart = facts.EFA_DEVICE_PLUGIN_CHART
+            k8s.helm.v3.Release(
+                resource_name(spec, "efa-device-plugin"),
+                name="aws-efa-k8s-device-plugin",
+                chart=chart.name,
+                version=chart.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+                namespace="kube-system",
+                values=plan.efa_device_plugin_values(pools, spec),
+                opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider),
+            )
+        storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
+        self.trainer_role_arn = storage.trainer_role_arn
+        self.ready = [cluster.system_nodes, *cluster.addons, *self.node_groups.values()]
+
+        self.outputs = {
+            "kubeconfig": cluster.kubeconfig,
+            "clusterName": cluster.name,
+            "oidcIssuer": cluster.oidc_issuer,
+            "registryUrl": storage.repository_url,
+            "bucketName": storage.bucket_name,
+            "trainerRoleArn": storage.trainer_role_arn,
+            "nodeGroups": {pool: group.node_group_name for pool, group in self.node_groups.items()},
+        }
+        self.register_outputs(self.outputs)
