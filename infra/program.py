@@ -7,8 +7,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.gcp import GcpPlatform
 from components.pools import Pool, derive_pools
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec, region_namespace
 
 
 def main() -> None:
@@ -21,8 +22,10 @@ def load_spec() -> PlatformSpec:
     """The stack's spec; an invalid one stops the program before any resource is declared."""
     source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
+    namespace = region_namespace(raw)
+    region = pulumi.Config(namespace).get("region") if namespace else None
     try:
-        return parse_spec(raw, source)
+        return parse_spec(raw, source, region)
     except SpecError as exc:
         # RunError ends the program with the message alone, no traceback.
         raise pulumi.RunError(str(exc)) from None
@@ -36,8 +39,20 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
         "clusterName": spec.cluster.name,
         "gpuPools": {pool.name: pool_output(pool) for pool in pools},
     }
+    provider: k8s.Provider | None = None
+    if spec.cloud == "gcp":
+        gcp_config = pulumi.Config("gcp")
+        platform = GcpPlatform(
+            spec.cluster.name,
+            spec,
+            pools,
+            project=gcp_config.require("project"),
+            region=gcp_config.require("region"),
+        )
+        provider = platform.provider
+        outputs.update(platform.outputs)
     if spec.cloud == "existing":
-        k8s.Provider(
+        provider = k8s.Provider(
             f"{spec.cluster.name}-k8s",
             context=spec.cluster.context,
             enable_server_side_apply=True,

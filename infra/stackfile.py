@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec, region_namespace
 
 STACKS_DIR = "stacks"
 
@@ -55,7 +55,14 @@ class StackFile:
                 self.source,
                 [Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}") for key in unknown],
             )
-        return parse_spec(self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"), self.source)
+        raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
+        return parse_spec(raw, self.source, self.region(raw))
+
+    def region(self, raw: Any) -> str | None:
+        """The region of the spec's cloud (`aws:region` or `gcp:region`), as the program reads it."""
+        namespace = region_namespace(raw)
+        value = self.config.get(f"{namespace}:region") if namespace else None
+        return value if isinstance(value, str) else None
 
 
 def project_root(start: Path | None = None) -> Path:
