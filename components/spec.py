@@ -16,7 +16,7 @@ import ipaddress
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -180,8 +180,9 @@ class NodeAutoProvisioningSpec(_Spec):
     enabled: bool = False
     max_cpu: Optional[int] = Field(default=None, ge=1)
     max_memory_gib: Optional[int] = Field(default=None, ge=1)
-    # Maximum GPUs per GKE accelerator type (e.g. nvidia-l4: 16); a type not listed gets none.
-    gpu_limits: dict[str, int] = Field(default_factory=dict)
+    # Maximum GPUs per GKE accelerator type (e.g. nvidia-l4: 16); auto-provisioning adds GPU
+    # nodes only of the types listed.
+    gpu_limits: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class SystemNodesSpec(_Spec):

@@ -276,8 +276,8 @@ def test_each_team_namespaces_trainer_acts_as_the_trainer_identity(variant: Synt
 
 
 def test_workload_identity_bindings_wait_for_the_cluster(dev: Synthesis) -> None:
-    binding = dev.one("gcp:serviceaccount/iAMMember:IAMMember", "ml-dev-trainer-default")
-    assert "gcp:container/cluster:Cluster::ml-dev" in binding["options"]["dependsOn"]
+    bindings = dev.by_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert bindings and all("gcp:container/cluster:Cluster::ml-dev" in r["options"]["dependsOn"] for r in bindings)
 
 
 def test_nodes_run_as_their_own_service_account(dev: Synthesis) -> None:
