@@ -16,7 +16,7 @@ import ipaddress
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -48,6 +48,8 @@ BOTTLEROCKET_AMI_TYPES: tuple[AmiType, ...] = ("BOTTLEROCKET_x86_64_NVIDIA", "BO
 ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
+ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
+DriverVersion = Literal["DEFAULT", "LATEST"]
 
 
 class _Spec(BaseModel):
@@ -106,6 +108,19 @@ class NodePoolSpec(_Spec):
         ("rootVolumeGiB", "root_volume_gib"),
         ("efa", "efa"),
     )
+    # GCP only, below. The GPU driver GKE installs: DEFAULT is the version GKE pairs with the
+    # node's GKE version and tests with it, and it moves with node upgrades; LATEST is the newest
+    # GKE offers for that version, for a GPU generation or CUDA release DEFAULT does not cover yet.
+    driver_version: DriverVersion = "DEFAULT"
+    # A Compute Engine reservation the nodes must consume: its name, or
+    # projects/<project>/reservations/<name> for one shared from another project.
+    reservation: Optional[str] = None
+    # Nodes placed close together (a compact placement policy) for lower latency between
+    # them; GKE needs the pool in exactly one zone for it.
+    compact_placement: bool = False
+    # Pods here request several GPUs each. GKE's shared GPUs (time-sharing, MPS) give a pod at
+    # most one, so such a pool may not share GPUs through GKE's device plugin.
+    multi_gpu_training: bool = False
 
 
 class ClusterSpec(_Spec):
@@ -204,6 +219,79 @@ class AwsSpec(_Spec):
         return list(self.public_access_cidrs) or [ANYWHERE]
 
 
+class GcpExistingNetworkSpec(_Spec):
+    """A VPC made elsewhere (e.g. a shared VPC). The wing then creates no network, router or NAT:
+    the network must already give private nodes a way out (Cloud NAT)."""
+
+    network: str
+    subnetwork: str
+    # Names of the subnetwork's secondary ranges for pods and services.
+    pods_range: str
+    services_range: str
+
+
+class GcpCidrsSpec(_Spec):
+    """Address ranges of the VPC the wing creates: nodes are the subnet's primary range, pods and
+    services its secondary ranges. A /14 for pods holds 1024 nodes of 110 pods (a /24 each)."""
+
+    nodes: str = "10.0.0.0/20"
+    pods: str = "10.16.0.0/14"
+    services: str = "10.20.0.0/20"
+
+
+class GcpNetworkSpec(_Spec):
+    # None: the wing creates a VPC from `cidrs`, with Cloud NAT for the private nodes.
+    existing: Optional[GcpExistingNetworkSpec] = None
+    cidrs: GcpCidrsSpec = Field(default_factory=GcpCidrsSpec)
+
+
+class AuthorizedNetworkSpec(_Spec):
+    """A source range that may reach the cluster's control plane (kubectl, CI)."""
+
+    cidr: str
+    name: str
+
+
+class NodeAutoProvisioningSpec(_Spec):
+    """GKE node auto-provisioning: new node pools for pods no declared pool fits.
+
+    The limits are cluster totals: GKE counts the declared pools against them too, so they must
+    cover the GPU pools at their maximum (the spec checks it) plus the system nodes.
+    """
+
+    enabled: bool = False
+    max_cpu: Optional[int] = Field(default=None, ge=1)
+    max_memory_gib: Optional[int] = Field(default=None, ge=1)
+    # Maximum GPUs per GKE accelerator type (e.g. nvidia-l4: 16); auto-provisioning adds GPU
+    # nodes only of the types listed.
+    gpu_limits: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+
+
+class SystemNodesSpec(_Spec):
+    """The small CPU pool for cluster services (DNS, Kueue, JobSet, controllers), kept off GPUs."""
+
+    machine_type: str = "e2-standard-4"
+    min_nodes: int = Field(default=1, ge=1)
+    max_nodes: int = Field(default=3, ge=1)
+
+
+class GcpSpec(_Spec):
+    """GKE settings (cloud: gcp only). The region comes from the stack's `gcp:region`."""
+
+    # Regional: control plane replicated across the region's zones; zonal: one zone, cheaper.
+    regional: bool = True
+    # Zones the nodes run in, in the stack's region; pools may narrow them with their own
+    # `zones`. Pick zones that offer the pools' GPUs (`gcloud compute accelerator-types list`).
+    # On a zonal cluster the first zone is the cluster's location.
+    zones: list[str] = Field(default_factory=list)
+    release_channel: ReleaseChannel = "REGULAR"
+    network: GcpNetworkSpec = Field(default_factory=GcpNetworkSpec)
+    # Who may reach the control plane; empty: anyone with credentials (refused in prod).
+    authorized_networks: list[AuthorizedNetworkSpec] = Field(default_factory=list)
+    node_auto_provisioning: NodeAutoProvisioningSpec = Field(default_factory=NodeAutoProvisioningSpec)
+    system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -220,6 +308,8 @@ class PlatformSpec(_Spec):
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     # cloud: aws only; None: every default of AwsSpec.
     aws: Optional[AwsSpec] = None
+    # GKE settings; required for cloud: gcp (at least `zones`), refused elsewhere.
+    gcp: Optional[GcpSpec] = None
 
     @property
     def device_plugin(self) -> DevicePlugin:
@@ -265,8 +355,8 @@ class SpecError(Exception):
 def parse_spec(raw: Any, source: str, region: str | None = None) -> PlatformSpec:
     """Validate the raw `gpu-platform:platform` value from the stack file named `source`.
 
-    `region` is the stack's cloud region (stack file key `aws:region`); rules that need it
-    (zones belong to the region) run only when it is given.
+    `region` is the stack's region for the spec's cloud (see `region_namespace`); zone rules
+    check against it, and skip that check when it is None.
     """
     if raw is None:
         raise SpecError(source, [Problem(_ROOT, f"missing: set `{CONFIG_NAMESPACE}:{CONFIG_KEY}`")])
@@ -274,10 +364,20 @@ def parse_spec(raw: Any, source: str, region: str | None = None) -> PlatformSpec
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(source, [_shape_problem(err) for err in exc.errors()]) from None
-    problems = rule_problems(spec, region=region)
+    problems = rule_problems(spec, region)
     if problems:
         raise SpecError(source, problems)
     return spec
+
+
+def region_namespace(raw: Any) -> str | None:
+    """The provider config namespace whose `region` the raw spec's cloud runs in (`aws`, `gcp`).
+
+    The region is provider config (`aws:region`, `gcp:region`), not part of the spec, so both
+    the program and the offline tools read it from there and hand it to `parse_spec`.
+    """
+    cloud = raw.get("cloud") if isinstance(raw, dict) else None
+    return cloud if cloud in ("aws", "gcp") else None
 
 
 # --- pass 1: shape errors from pydantic, said in the stack file's terms ---------------------
@@ -375,6 +475,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
     problems += _scheduling_problems(spec)
     problems += _monitoring_problems(spec)
     problems += aws_problems(spec, region)
+    problems += gcp_problems(spec, region)
     return problems
 
 
@@ -877,6 +978,228 @@ def _monitoring_problems(spec: PlatformSpec) -> list[Problem]:
             Problem(f"{_ROOT}.monitoring.serviceMonitor", "scrapes the DCGM exporter: needs dcgm: true")
         ]
     return []
+
+
+# --- GCP-only rules -------------------------------------------------------------------------
+
+_GCP = f"{_ROOT}.gcp"
+# Pool fields only the GCP wing reads: (attribute, stack file key).
+_GCP_POOL_FIELDS = (
+    ("driver_version", "driverVersion"),
+    ("reservation", "reservation"),
+    ("compact_placement", "compactPlacement"),
+    ("multi_gpu_training", "multiGpuTraining"),
+)
+# A zone is `<region>-<letter>` (Compute Engine regions and zones page).
+_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+# GKE node pool names: 1-40 characters, starting with a letter (GKE node pool API).
+_GKE_POOL_NAME_MAX = 40
+# Service account ids are 6-30 characters (IAM API); the wing names two `<cluster>-trainer`
+# and `<cluster>-nodes`, so the cluster name gets 30 - len("-trainer").
+_GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
+# The GKE name of the wing's CPU pool, so no GPU pool may take it.
+GKE_SYSTEM_POOL = "system"
+# GKE accepts 2-48 clients per shared GPU (GKE GPU sharing: time-sharing and MPS pages).
+_GKE_MAX_SHARED_CLIENTS = 48
+
+
+def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
+    """GKE rules, and GCP-only settings refused on other clouds."""
+    if spec.cloud != "gcp":
+        problems = [
+            Problem(f"{_ROOT}.nodePools[{i}].{key}", f"only for cloud: gcp, not {spec.cloud}")
+            for i, pool in enumerate(spec.node_pools)
+            for field, key in _GCP_POOL_FIELDS
+            if field in pool.model_fields_set
+        ]
+        if spec.gcp is not None:
+            problems.insert(0, Problem(_GCP, f"only for cloud: gcp, not {spec.cloud}"))
+        return problems
+    if spec.gcp is None:
+        return [Problem(_GCP, "required for cloud: gcp (at least `zones`: where the GPU nodes run)")]
+    gcp = spec.gcp
+    problems = _gke_cluster_name_problems(spec.cluster.name)
+    problems += _gcp_zone_problems(gcp.zones, f"{_GCP}.zones", region)
+    if not gcp.zones:
+        problems.append(Problem(f"{_GCP}.zones", "required: the zones the nodes run in; pick zones that offer the pools' GPUs"))
+    problems += _gcp_network_problems(gcp.network)
+    problems += _authorized_network_problems(spec, gcp.authorized_networks)
+    problems += _node_auto_provisioning_problems(spec, gcp.node_auto_provisioning)
+    if gcp.system_nodes.max_nodes < gcp.system_nodes.min_nodes:
+        problems.append(
+            Problem(
+                f"{_GCP}.systemNodes.maxNodes",
+                f"must be >= minNodes ({gcp.system_nodes.min_nodes}), got {gcp.system_nodes.max_nodes}",
+            )
+        )
+    for i, pool in enumerate(spec.node_pools):
+        problems += _gke_pool_problems(spec, gcp, pool, f"{_ROOT}.nodePools[{i}]", region)
+    return problems
+
+
+def _gke_cluster_name_problems(name: str) -> list[Problem]:
+    if not _DNS_LABEL.match(name):
+        return []
+    if not name[0].isalpha() or len(name) > _GKE_CLUSTER_NAME_MAX:
+        return [
+            Problem(
+                f"{_ROOT}.cluster.name",
+                f"on gcp: start with a letter and use at most {_GKE_CLUSTER_NAME_MAX} characters "
+                f"(service account ids '<name>-trainer' must fit in 30), got {name!r}",
+            )
+        ]
+    return []
+
+
+def _gcp_zone_problems(zones: list[str], path: str, region: str | None) -> list[Problem]:
+    problems: list[Problem] = []
+    for j, zone in enumerate(zones):
+        if not _GCP_ZONE.match(zone):
+            problems.append(Problem(f"{path}[{j}]", f"expected a GCP zone like us-central1-a, got {zone!r}"))
+        elif region is not None and zone.rsplit("-", 1)[0] != region:
+            problems.append(Problem(f"{path}[{j}]", f"zone {zone} is not in the stack's region {region} (gcp:region)"))
+    duplicates = sorted(zone for zone, count in Counter(zones).items() if count > 1)
+    if duplicates:
+        problems.append(Problem(path, f"duplicate zones: {', '.join(duplicates)}"))
+    return problems
+
+
+def _gke_pool_problems(
+    spec: PlatformSpec, gcp: GcpSpec, pool: NodePoolSpec, at: str, region: str | None
+) -> list[Problem]:
+    problems = _gcp_zone_problems(pool.zones, f"{at}.zones", region)
+    if pool.name == GKE_SYSTEM_POOL:
+        problems.append(Problem(f"{at}.name", f"'{GKE_SYSTEM_POOL}' is the GKE name of the platform's CPU pool; pick another"))
+    elif _DNS_LABEL.match(pool.name) and (len(pool.name) > _GKE_POOL_NAME_MAX or not pool.name[0].isalpha()):
+        problems.append(
+            Problem(f"{at}.name", f"on gcp: start with a letter and use at most {_GKE_POOL_NAME_MAX} characters (GKE node pool names), got {pool.name!r}")
+        )
+    if pool.compact_placement and len(pool.zones or gcp.zones) != 1:
+        zones = ", ".join(pool.zones or gcp.zones) or "none"
+        problems.append(
+            Problem(f"{at}.compactPlacement", f"needs the pool in exactly one zone (set the pool's zones to one), got {zones}")
+        )
+    if spec.device_plugin != "managed" or pool.sharing.mode not in ("time-slicing", "mps"):
+        return problems
+    if pool.multi_gpu_training:
+        problems.append(
+            Problem(
+                f"{at}.sharing.mode",
+                f"{pool.sharing.mode} through GKE's device plugin gives each pod at most one GPU, but this pool "
+                "is marked multiGpuTraining; drop the sharing, or set devicePlugin: nvidia",
+            )
+        )
+    if pool.sharing.replicas is not None and pool.sharing.replicas > _GKE_MAX_SHARED_CLIENTS:
+        problems.append(
+            Problem(f"{at}.sharing.replicas", f"GKE shares a GPU between at most {_GKE_MAX_SHARED_CLIENTS} pods, got {pool.sharing.replicas}")
+        )
+    return problems
+
+
+def _cidr_problem(value: str) -> str | None:
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError:
+        return f"expected an IPv4 CIDR block like 10.0.0.0/20, got {value!r}"
+    return None
+
+
+def _gcp_network_problems(network: GcpNetworkSpec) -> list[Problem]:
+    at = f"{_GCP}.network"
+    if network.existing is not None:
+        if "cidrs" in network.model_fields_set:
+            return [Problem(f"{at}.cidrs", "only when the wing creates the network; an existing one brings its own ranges")]
+        return []
+    problems: list[Problem] = []
+    ranges: dict[str, ipaddress.IPv4Network] = {}
+    for key in ("nodes", "pods", "services"):
+        value: str = getattr(network.cidrs, key)
+        problem = _cidr_problem(value)
+        if problem:
+            problems.append(Problem(f"{at}.cidrs.{key}", problem))
+            continue
+        block = ipaddress.IPv4Network(value)
+        if not block.is_private:
+            problems.append(Problem(f"{at}.cidrs.{key}", f"expected a private (RFC 1918) range, got {value}"))
+        for other, other_block in ranges.items():
+            if block.overlaps(other_block):
+                problems.append(Problem(f"{at}.cidrs.{key}", f"{value} overlaps cidrs.{other} ({other_block})"))
+        ranges[key] = block
+    return problems
+
+
+def _authorized_network_problems(spec: PlatformSpec, networks: list[AuthorizedNetworkSpec]) -> list[Problem]:
+    at = f"{_GCP}.authorizedNetworks"
+    if spec.environment == "prod" and not networks:
+        return [Problem(at, "required in prod: the CIDR blocks that may reach the control plane (your office, VPN, CI)")]
+    problems: list[Problem] = []
+    for j, network in enumerate(networks):
+        problem = _cidr_problem(network.cidr)
+        if problem:
+            problems.append(Problem(f"{at}[{j}].cidr", problem))
+        elif spec.environment == "prod" and ipaddress.IPv4Network(network.cidr).prefixlen == 0:
+            problems.append(Problem(f"{at}[{j}].cidr", f"{network.cidr} opens the control plane to the whole internet; not in prod"))
+    return problems
+
+
+def _node_auto_provisioning_problems(spec: PlatformSpec, nap: NodeAutoProvisioningSpec) -> list[Problem]:
+    at = f"{_GCP}.nodeAutoProvisioning"
+    accelerators = sorted({t.gke_accelerator for t in catalog.INSTANCE_TYPES.values() if t.cloud == "gcp"})
+    problems = [
+        Problem(f"{at}.gpuLimits.{name}", f"unknown GKE accelerator type{_did_you_mean(name, accelerators)}; one of {', '.join(accelerators)}")
+        for name in nap.gpu_limits
+        if name not in accelerators
+    ]
+    if not nap.enabled:
+        problems += [
+            Problem(f"{at}.{key}", "only with enabled: true")
+            for field, key in (("max_cpu", "maxCpu"), ("max_memory_gib", "maxMemoryGib"), ("gpu_limits", "gpuLimits"))
+            if field in nap.model_fields_set
+        ]
+        return problems
+    needs = _declared_pool_maxima(spec)
+    for value, key, need, unit in (
+        (nap.max_cpu, "maxCpu", needs.vcpus, "vCPUs"),
+        (nap.max_memory_gib, "maxMemoryGib", needs.memory_gib, "GiB"),
+    ):
+        if value is None:
+            problems.append(Problem(f"{at}.{key}", "required with enabled: true (a cluster total GKE needs for auto-provisioning)"))
+        elif value < need:
+            problems.append(
+                Problem(f"{at}.{key}", f"at least {need} {unit}: GKE counts the GPU pools at their maximum against it, got {value}")
+            )
+    for accelerator, gpus in sorted(needs.gpus.items()):
+        have = nap.gpu_limits.get(accelerator, 0)
+        if have < gpus:
+            problems.append(
+                Problem(
+                    f"{at}.gpuLimits.{accelerator}",
+                    f"at least {gpus}: GKE counts the GPU pools at their maximum against it, got {have}",
+                )
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class _PoolMaxima:
+    vcpus: int
+    memory_gib: int
+    # GPUs per GKE accelerator type.
+    gpus: dict[str, int]
+
+
+def _declared_pool_maxima(spec: PlatformSpec) -> _PoolMaxima:
+    """What every GPU pool holds at maxNodes (catalog shapes)."""
+    vcpus = memory = 0
+    gpus: Counter[str] = Counter()
+    for pool in spec.node_pools:
+        shape = catalog.INSTANCE_TYPES.get(pool.instance_type or "")
+        if shape is None:
+            continue
+        vcpus += shape.vcpus * pool.max_nodes
+        memory += shape.memory_gib * pool.max_nodes
+        gpus[shape.gke_accelerator] += (pool.gpus_per_node or shape.gpus_per_node) * pool.max_nodes
+    return _PoolMaxima(vcpus, memory, dict(gpus))
 
 
 def stack_file_schema() -> dict[str, Any]:

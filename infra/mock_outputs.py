@@ -2,7 +2,8 @@
 
 One table, keyed by type token (resources) or function token (invokes), so each wing adds
 the outputs its program reads (endpoints, ARNs, zones) in one place. Strings may use
-`{name}` (the resource's name) and `{region}` (the stack's aws:region or gcp:region).
+`{name}` (the resource's name), `{region}` (the stack's aws:region or gcp:region) and
+`{project}` (the stack's gcp:project).
 Everything here is visibly fake: account 000000000000, hosts under `.mock.internal`.
 """
 
@@ -39,6 +40,15 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "endpoint": "10.0.0.2",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jbHVzdGVyLWNh"},
     },
+    # The GCP wing names each of these resources after its cloud name (account id, repository id).
+    "gcp:serviceaccount/account:Account": {
+        "email": "{name}@{project}.iam.gserviceaccount.com",
+        "member": "serviceAccount:{name}@{project}.iam.gserviceaccount.com",
+        "name": "projects/{project}/serviceAccounts/{name}@{project}.iam.gserviceaccount.com",
+    },
+    "gcp:artifactregistry/repository:Repository": {
+        "registryUri": "{region}-docker.pkg.dev/{project}/{name}",
+    },
 }
 
 # Outputs every resource of a package gets unless the table above says otherwise.
@@ -67,9 +77,13 @@ def _region() -> str:
     return pulumi.Config("aws").get("region") or pulumi.Config("gcp").get("region") or "mock-region-1"
 
 
+def _project() -> str:
+    return pulumi.Config("gcp").get("project") or "mock-project"
+
+
 def _fill(value: Any, name: str, region: str) -> Any:
     if isinstance(value, str):
-        return value.replace("{name}", name).replace("{region}", region)
+        return value.replace("{name}", name).replace("{region}", region).replace("{project}", _project())
     if isinstance(value, list):
         return [_fill(v, name, region) for v in value]
     if isinstance(value, dict):

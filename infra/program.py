@@ -9,10 +9,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aws import AwsPlatform
+from components.gcp import GcpPlatform
 from components.kubernetes import GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec, region_namespace
 
 
 def main() -> None:
@@ -25,8 +26,10 @@ def load_spec() -> PlatformSpec:
     """The stack's spec; an invalid one stops the program before any resource is declared."""
     source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
+    namespace = region_namespace(raw)
+    region = pulumi.Config(namespace).get("region") if namespace else None
     try:
-        return parse_spec(raw, source, region=pulumi.Config("aws").get("region"))
+        return parse_spec(raw, source, region)
     except SpecError as exc:
         # RunError ends the program with the message alone, no traceback.
         raise pulumi.RunError(str(exc)) from None
@@ -49,6 +52,8 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
             spec=spec,
             pools=pools,
             provider=cluster.provider,
+            trainer_annotations=cluster.trainer_annotations,
+            dcgm_exporter=not cluster.collects_dcgm,
             opts=pulumi.ResourceOptions(depends_on=cluster.ready),
         )
         outputs.update(layer.exports)
@@ -63,6 +68,10 @@ class Cluster:
     provider: k8s.Provider | None
     ready: list[pulumi.Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Bind the trainer's Kubernetes account to the cloud identity that may use the bucket.
+    trainer_annotations: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    # The cloud runs its own DCGM collector (GKE managed DCGM metrics).
+    collects_dcgm: bool = False
 
 
 def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
@@ -76,8 +85,28 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         return Cluster(provider)
     if spec.cloud == "aws":
         platform = AwsPlatform(spec.cluster.name, spec, pools, region=pulumi.Config("aws").require("region"))
-        return Cluster(platform.provider, platform.ready, platform.outputs)
-    return Cluster(None)
+        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts").
+        return Cluster(
+            platform.provider,
+            platform.ready,
+            platform.outputs,
+            trainer_annotations={"eks.amazonaws.com/role-arn": platform.trainer_role_arn},
+        )
+    gcp_config = pulumi.Config("gcp")
+    platform = GcpPlatform(
+        spec.cluster.name,
+        spec,
+        pools,
+        project=gcp_config.require("project"),
+        region=gcp_config.require("region"),
+    )
+    return Cluster(
+        platform.provider,
+        platform.ready,
+        platform.outputs,
+        trainer_annotations=dict(platform.trainer_annotations),
+        collects_dcgm=spec.monitoring.dcgm,
+    )
 
 
 def pool_output(pool: Pool) -> dict[str, Any]:

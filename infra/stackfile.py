@@ -14,11 +14,9 @@ from typing import Any
 
 import yaml
 
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec
+from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec, region_namespace
 
 STACKS_DIR = "stacks"
-# The AWS provider's region setting; the spec's zone rules check against it.
-AWS_REGION_KEY = "aws:region"
 
 
 class StackFileError(Exception):
@@ -57,12 +55,19 @@ class StackFile:
             for key in unknown
         ]
         raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
-        region = self.config.get(AWS_REGION_KEY)
-        if isinstance(raw, dict) and raw.get("cloud") == "aws" and not (isinstance(region, str) and region):
-            problems.append(Problem(AWS_REGION_KEY, "required for cloud: aws: the region to build in, e.g. us-east-1"))
+        namespace = region_namespace(raw)
+        for key in (f"{namespace}:region", *((f"{namespace}:project",) if namespace == "gcp" else ())):
+            if namespace and not isinstance(self.config.get(key), str):
+                problems.append(Problem(key, f"required for cloud: {namespace} (the provider setting the program builds with)"))
         if problems:
             raise SpecError(self.source, problems)
-        return parse_spec(raw, self.source, region=region if isinstance(region, str) else None)
+        return parse_spec(raw, self.source, self.region(raw))
+
+    def region(self, raw: Any) -> str | None:
+        """The region of the spec's cloud (`aws:region` or `gcp:region`), as the program reads it."""
+        namespace = region_namespace(raw)
+        value = self.config.get(f"{namespace}:region") if namespace else None
+        return value if isinstance(value, str) else None
 
 
 def project_root(start: Path | None = None) -> Path:

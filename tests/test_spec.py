@@ -85,11 +85,12 @@ def test_device_plugin_defaults_by_cloud(cloud: str, expected: str) -> None:
     raw = existing_platform() if cloud == "existing" else aws_platform(cloud=cloud)
     if cloud == "gcp":
         pool(raw)["instanceType"] = "g2-standard-8"
+        raw["gcp"] = {"zones": ["us-central1-a"]}
     assert parse_spec(raw, SOURCE).device_plugin == expected
 
 
 def test_gcp_n1_machine_may_attach_several_t4s() -> None:
-    raw = aws_platform(cloud="gcp")
+    raw = aws_platform(cloud="gcp", gcp={"zones": ["us-central1-a"]})
     pool(raw).update(instanceType="n1-standard-8", gpusPerNode=4)
     assert parse_spec(raw, SOURCE).node_pools[0].gpus_per_node == 4
 

@@ -72,10 +72,16 @@ class GpuLayer(pulumi.ComponentResource):
         spec: PlatformSpec,
         pools: list[Pool],
         provider: k8s.Provider,
+        trainer_annotations: Mapping[str, pulumi.Input[str]] | None = None,
+        dcgm_exporter: bool = True,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`trainer_annotations` bind each team's `trainer` account to the cloud identity that may
+        use the bucket (IRSA role, GKE Workload Identity). `dcgm_exporter` is False where the
+        platform collects DCGM metrics itself (GKE): two collectors on one GPU conflict."""
         super().__init__("gpu-platform:kubernetes:GpuLayer", name, None, opts)
         self._name = name
+        self._trainer_annotations = dict(trainer_annotations or {})
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
         tiers = priority_tiers(spec)
         plan = queue_plan(spec, pools)
@@ -91,7 +97,7 @@ class GpuLayer(pulumi.ComponentResource):
         for tier in tiers:
             WorkloadPriorityClass(f"{name}-{tier.name}", tier, self._child([self._kueue]))
         self._queues(plan, pools)
-        if spec.monitoring.dcgm:
+        if spec.monitoring.dcgm and dcgm_exporter:
             self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
 
         self.device_plugin_labels = device_plugin_labels(spec, pools)
@@ -221,7 +227,9 @@ class GpuLayer(pulumi.ComponentResource):
             )
         k8s.core.v1.ServiceAccount(
             f"{self._name}-{team.team}-{TRAINER_SERVICE_ACCOUNT}",
-            metadata=_in_namespace(TRAINER_SERVICE_ACCOUNT, team.namespace),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=TRAINER_SERVICE_ACCOUNT, namespace=team.namespace, annotations=self._trainer_annotations
+            ),
             opts=self._child(in_namespace),
         )
         self._custom_resource(
