@@ -36,6 +36,7 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:ecr/repository:Repository": {"repositoryUrl": MOCK_ACCOUNT + ".dkr.ecr.{region}.mock.internal/{name}"},
     # Data buckets are declared under their bucket name.
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{name}"},
+    "docker-build:index:Image": {"ref": "registry.mock.internal/{name}@sha256:" + "0" * 64, "digest": "sha256:" + "0" * 64},
     "gcp:container/cluster:Cluster": {
         "endpoint": "10.0.0.2",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jbHVzdGVyLWNh"},
@@ -69,6 +70,13 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
     },
     "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
     "aws:index/getRegion:getRegion": {"name": "{region}", "region": "{region}"},
+    "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
+        "proxyEndpoint": "https://" + MOCK_ACCOUNT + ".dkr.ecr.{region}.mock.internal",
+        "userName": "AWS",
+        "password": "mock-ecr-token",
+        "authorizationToken": "bW9jaw==",
+    },
+    "gcp:organizations/getClientConfig:getClientConfig": {"accessToken": "mock-oauth-token", "project": "mock"},
     "gcp:compute/getZones:getZones": {"names": ["{region}-a", "{region}-b", "{region}-c"]},
 }
 

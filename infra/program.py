@@ -13,6 +13,7 @@ from components.gcp import GcpPlatform
 from components.kubernetes import GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
+from components.trainer_image import RegistryLogin, TrainerImage
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec, region_namespace
 
 
@@ -57,6 +58,13 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
             opts=pulumi.ResourceOptions(depends_on=cluster.ready),
         )
         outputs.update(layer.exports)
+    if spec.trainer.image == "build" and cluster.registry is not None:
+        image = TrainerImage(
+            resource_name(spec, "trainer"),
+            registry=cluster.registry,
+            efa=any(pool.efa for pool in spec.node_pools),
+        )
+        outputs["trainerImage"] = image.ref
     return outputs
 
 
@@ -72,6 +80,8 @@ class Cluster:
     trainer_annotations: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     # The cloud runs its own DCGM collector (GKE managed DCGM metrics).
     collects_dcgm: bool = False
+    # Where `trainer.image: build` pushes; None on existing clusters.
+    registry: RegistryLogin | None = None
 
 
 def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
@@ -91,6 +101,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
             platform.ready,
             platform.outputs,
             trainer_annotations={"eks.amazonaws.com/role-arn": platform.trainer_role_arn},
+            registry=platform.registry,
         )
     gcp_config = pulumi.Config("gcp")
     platform = GcpPlatform(
@@ -106,6 +117,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         platform.outputs,
         trainer_annotations=dict(platform.trainer_annotations),
         collects_dcgm=spec.monitoring.dcgm,
+        registry=platform.registry,
     )
 
 

@@ -47,3 +47,41 @@ def test_gke_collects_dcgm_itself_so_the_exporter_chart_is_skipped(synthesized) 
     charts = {r["inputs"]["chart"] for r in synthesized("dev-gcp").by_type(RELEASE)}
     assert "dcgm-exporter" not in charts
     assert "dcgm-exporter" in {r["inputs"]["chart"] for r in synthesized("dev-aws").by_type(RELEASE)}
+
+
+def synthesize_with_trainer_build(stack: str) -> Synthesis:
+    import dataclasses
+    from pathlib import Path
+
+    from infra import program, stackfile, synth
+
+    repo = Path(__file__).resolve().parents[1]
+    stack_file = stackfile.read(stack, repo)
+    platform = {**stack_file.config["gpu-platform:platform"], "trainer": {"image": "build"}}
+    varied = dataclasses.replace(stack_file, config={**stack_file.config, "gpu-platform:platform": platform})
+    return synth.run(program.main, "gpu-platform", stack, varied.pulumi_config())
+
+
+@pytest.mark.parametrize(
+    ("stack", "registry_prefix", "address", "username"),
+    [
+        ("dev-aws", "000000000000.dkr.ecr.us-west-2.mock.internal/", "https://000000000000.dkr.ecr.us-west-2.mock.internal", "AWS"),
+        ("dev-gcp", "us-central1-docker.pkg.dev/my-ml-dev/", "us-central1-docker.pkg.dev", "oauth2accesstoken"),
+    ],
+)
+def test_trainer_build_pushes_a_content_tagged_image_to_the_stack_s_registry(
+    stack: str, registry_prefix: str, address: str, username: str
+) -> None:
+    from components.trainer_image import TRAINER_CONTEXT, content_tag
+
+    result = synthesize_with_trainer_build(stack)
+    (image,) = result.by_type("docker-build:index:Image")
+    (tag,) = image["inputs"]["tags"]
+    assert tag.startswith(registry_prefix) and tag.endswith(f":{content_tag(TRAINER_CONTEXT)}")
+    (login,) = image["inputs"]["registries"]
+    assert (login["address"], login["username"], login["password"]) == (address, username, "[secret]")
+    assert result.outputs["trainerImage"].endswith("@sha256:" + "0" * 64)
+
+
+def test_no_image_is_built_unless_the_spec_asks(synthesized) -> None:
+    assert not synthesized("dev-aws").by_type("docker-build:index:Image")

@@ -99,6 +99,7 @@ class AwsPlatform(pulumi.ComponentResource):
             )
         storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
         self.trainer_role_arn = storage.trainer_role_arn
+        self.registry = storage.registry
         self.ready = [cluster.system_nodes, *cluster.addons, *self.node_groups.values()]
 
         self.outputs = {

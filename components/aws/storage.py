@@ -7,6 +7,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
+from components.trainer_image import RegistryLogin
 from components import naming
 from components.aws import iam, plan
 from components.aws.cluster import EksCluster
@@ -22,6 +23,7 @@ class TrainingStorage(pulumi.ComponentResource):
     trainer's IRSA role, which can use that bucket and nothing else."""
 
     repository_url: pulumi.Output[str]
+    registry: RegistryLogin
     bucket_name: pulumi.Output[str]
     trainer_role_arn: pulumi.Output[str]
 
@@ -51,6 +53,14 @@ class TrainingStorage(pulumi.ComponentResource):
             f"{name}-trainer", repository=repository.name, policy=plan.ecr_lifecycle_policy(), opts=child
         )
         self.repository_url = repository.repository_url
+        # Short-lived ECR push credentials, read at deploy time (ECR GetAuthorizationToken).
+        token = aws.ecr.get_authorization_token_output(registry_id=repository.registry_id)
+        self.registry = RegistryLogin(
+            repository_url=repository.repository_url,
+            address=token.proxy_endpoint,
+            username=token.user_name,
+            password=pulumi.Output.secret(token.password),
+        )
 
         key = aws.kms.Key(
             f"{name}-data",

@@ -14,6 +14,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.trainer_image import RegistryLogin
 from components import naming
 from components.gcp import plan
 from components.pools import Pool
@@ -106,6 +107,14 @@ class GcpPlatform(pulumi.ComponentResource):
             opts=self._child(depends_on=ready),
         )
         self.ready: list[pulumi.Resource] = [*ready, *node_pools.values()]
+        # Artifact Registry takes the deployer's OAuth token (Artifact Registry docs: "Configure
+        # authentication to Artifact Registry for Docker", access token method).
+        self.registry = RegistryLogin(
+            repository_url=pulumi.Output.concat(repository.registry_uri, "/trainer"),
+            address=f"{region}-docker.pkg.dev",
+            username="oauth2accesstoken",
+            password=pulumi.Output.secret(gcp.organizations.get_client_config_output().access_token),
+        )
         self.trainer_annotations = {plan.WORKLOAD_IDENTITY_ANNOTATION: trainer.email}
         self.outputs = {
             "kubeconfig": kubeconfig,
