@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components import catalog
+from components import catalog, rule_catalog
 
 CONFIG_NAMESPACE = "gpu-platform"
 CONFIG_KEY = "platform"
@@ -121,6 +121,29 @@ class StorageSpec(_Spec):
     bucket_name: Optional[str] = None
 
 
+class PolicyOverrideSpec(_Spec):
+    """A waiver of one overridable policy rule for this stack, with the reason reviewers read."""
+
+    rule: str
+    reason: str
+
+
+class PolicySpec(_Spec):
+    """Limits and waivers for the policy rules (components.rule_catalog) that check and the pack run."""
+
+    # gpu-pool-max-nodes: the most nodes one GPU pool may scale to.
+    max_nodes_per_pool: int = Field(default=16, ge=1)
+    # stack-max-gpus: the most physical GPUs all pools of the stack may reach together.
+    max_gpus: int = Field(default=256, ge=1)
+    # spot-allowed: None means spot in dev and staging, never in prod (training runs that must
+    # finish on time should not be preempted).
+    allow_spot: Optional[bool] = None
+    overrides: list[PolicyOverrideSpec] = Field(default_factory=list)
+
+    def spot_allowed(self, environment: Environment) -> bool:
+        return self.allow_spot if self.allow_spot is not None else environment != "prod"
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -134,6 +157,7 @@ class PlatformSpec(_Spec):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
+    policy: PolicySpec = Field(default_factory=PolicySpec)
 
     @property
     def device_plugin(self) -> DevicePlugin:
@@ -269,6 +293,7 @@ def rule_problems(spec: PlatformSpec) -> list[Problem]:
                 Problem(f"{at}.maxNodes", f"must be >= minNodes ({pool.min_nodes}), got {pool.max_nodes}")
             )
         problems += _sharing_problems(pool, at)
+    problems += _policy_problems(spec.policy)
     return problems
 
 
@@ -413,6 +438,31 @@ def _sharing_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
         problems.append(
             Problem(f"{at}.profile", f"{gpu} has no MIG profile {sharing.profile!r}; one of {', '.join(profiles)}")
         )
+    return problems
+
+
+def _policy_problems(policy: PolicySpec) -> list[Problem]:
+    """An override names a known, overridable rule once, with a reason a reviewer can judge."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, override in enumerate(policy.overrides):
+        at = f"{_ROOT}.policy.overrides[{i}]"
+        rule = rule_catalog.RULES_BY_ID.get(override.rule)
+        if rule is None:
+            hint = _did_you_mean(override.rule, list(rule_catalog.RULES_BY_ID))
+            problems.append(Problem(f"{at}.rule", f"unknown policy rule {override.rule!r}{hint}"))
+        elif not rule.overridable:
+            problems.append(
+                Problem(
+                    f"{at}.rule",
+                    f"{override.rule} cannot be overridden; overridable rules: {', '.join(rule_catalog.OVERRIDABLE)}",
+                )
+            )
+        elif override.rule in seen:
+            problems.append(Problem(f"{at}.rule", f"{override.rule} is overridden twice; keep one entry"))
+        seen.add(override.rule)
+        if not override.reason.strip():
+            problems.append(Problem(f"{at}.reason", "must say why the rule does not apply to this stack"))
     return problems
 
 
