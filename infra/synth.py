@@ -8,6 +8,7 @@ Runs with preview=False, so every `apply` runs on resolved values.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ class RecordingMonitor(mocks.MockMonitor):
 
 def run(program: Callable[[], None], project: str, stack: str, config: dict[str, str]) -> Synthesis:
     """Run `program` once under mocks with `config`; every run starts from a clean runtime."""
+    _open_event_loop()
     settings.reset_options(project=project, stack=stack, preview=False)
     set_all_config(config)
     monitor = RecordingMonitor()
@@ -158,6 +160,17 @@ def run(program: Callable[[], None], project: str, stack: str, config: dict[str,
     finally:
         settings.ROOT.set(None)
     return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+
+
+def _open_event_loop() -> None:
+    """An open event loop for the SDK: the CLI closes its loop on exit, and a later run in the
+    same process (tests) must not inherit the closed one."""
+    try:
+        closed = asyncio.get_event_loop().is_closed()
+    except RuntimeError:
+        closed = True
+    if closed:
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def _json(value: Any) -> str:
