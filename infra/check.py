@@ -8,6 +8,7 @@ matches the API schema of the stack's Kubernetes version.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,9 +102,12 @@ def summary(reports: list[StackReport]) -> str:
     )
 
 
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+
 def stack_matrix(root: Path | None = None) -> dict[str, list[dict[str, str]]]:
-    """The stacks of the repository for the GitOps workflows' job matrices: stack, cloud,
-    environment and region, all stacks under `include` and each environment under its name."""
+    """The stacks for the GitOps workflows' job matrices (stack, cloud, environment, region):
+    every stack under `all`, and the stacks of each environment under its name, in promotion order."""
     root = root or stackfile.project_root()
     rows: list[dict[str, str]] = []
     for name in stackfile.all_stacks(root):
@@ -111,7 +115,17 @@ def stack_matrix(root: Path | None = None) -> dict[str, list[dict[str, str]]]:
         spec = stack_file.spec()
         region = stack_file.config.get(f"{spec.cloud}:region", "") if spec.cloud != "existing" else ""
         rows.append({"stack": name, "cloud": spec.cloud, "environment": spec.environment, "region": str(region)})
-    matrix: dict[str, list[dict[str, str]]] = {"include": rows}
-    for environment in ("dev", "staging", "prod"):
+    matrix: dict[str, list[dict[str, str]]] = {"all": rows}
+    for environment in ENVIRONMENTS:
         matrix[environment] = [row for row in rows if row["environment"] == environment]
     return matrix
+
+
+def github_outputs(matrix: dict[str, list[dict[str, str]]]) -> str:
+    """`$GITHUB_OUTPUT` lines: `<group>={"include": [...]}` and `<group>-count=<n>` per group
+    (a job must skip an empty matrix: GitHub rejects a matrix without rows)."""
+    lines = []
+    for group, rows in matrix.items():
+        lines.append(f"{group}={json.dumps({'include': rows}, sort_keys=True)}")
+        lines.append(f"{group}-count={len(rows)}")
+    return "\n".join(lines) + "\n"

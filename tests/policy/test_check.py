@@ -145,7 +145,15 @@ def test_custom_resources_are_counted_not_validated(monkeypatch: pytest.MonkeyPa
 
 def test_the_matrix_lists_every_stack_by_environment() -> None:
     matrix = check.stack_matrix(REPO)
-    assert [row["stack"] for row in matrix["include"]] == ["dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"]
-    assert [row["stack"] for row in matrix["prod"]] == ["prod-aws", "prod-gcp"]
-    assert [row["stack"] for row in matrix["staging"]] == ["onprem"]
-    assert matrix["include"][0] == {"stack": "dev-aws", "cloud": "aws", "environment": "dev", "region": "us-west-2"}
+    assert {group: [row["stack"] for row in rows] for group, rows in matrix.items()} == {
+        "all": ["dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"],
+        "dev": ["dev-aws", "dev-gcp"],
+        "staging": ["onprem"],
+        "prod": ["prod-aws", "prod-gcp"],
+    }
+    assert matrix["all"][0] == {"stack": "dev-aws", "cloud": "aws", "environment": "dev", "region": "us-west-2"}
+
+
+def test_the_matrix_becomes_github_outputs_with_counts() -> None:
+    text = check.github_outputs({"all": [{"stack": "a"}], "staging": []})
+    assert text == 'all={"include": [{"stack": "a"}]}\nall-count=1\nstaging={"include": []}\nstaging-count=0\n'
