@@ -206,12 +206,13 @@ def _true_or_unknown(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class _PoolView:
+class PoolView:
+    """A GPU pool as the pool rules see it, whether an EKS node group or a GKE node pool."""
+
     resource: Resource
     gpus_per_node: int
     min_nodes: int | None
     max_nodes: int | None
-    spot: bool
     # None when the taints are unknown during a preview.
     tainted: bool | None
 
@@ -233,7 +234,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _eks_pool(res: Resource) -> _PoolView | None:
+def _eks_pool(res: Resource) -> PoolView | None:
     props = res.props
     types = [t for t in _items(_get(props, "instanceTypes")) if isinstance(t, str)]
     gpus = max((_catalog_gpus(t) for t in types), default=0)
@@ -241,17 +242,16 @@ def _eks_pool(res: Resource) -> _PoolView | None:
     labelled = POOL_LABEL in _mapping(_get(props, "labels"))
     if not (gpus or labelled or (isinstance(ami, str) and "NVIDIA" in ami)):
         return None
-    return _PoolView(
+    return PoolView(
         resource=res,
         gpus_per_node=gpus,
         min_nodes=_int(_get(props, "scalingConfig", "minSize")),
         max_nodes=_int(_get(props, "scalingConfig", "maxSize")),
-        spot=_get(props, "capacityType") == "SPOT",
         tainted=_has_gpu_taint(_get(props, "taints")),
     )
 
 
-def _gke_pool(res: Resource) -> _PoolView | None:
+def _gke_pool(res: Resource) -> PoolView | None:
     props = res.props
     node_config = _mapping(_get(props, "nodeConfig"))
     accelerators = _items(_get(node_config, "guestAccelerators"))
@@ -262,12 +262,11 @@ def _gke_pool(res: Resource) -> _PoolView | None:
     if not (gpus or accelerators or labelled):
         return None
     low, high = _gke_node_range(props)
-    return _PoolView(
+    return PoolView(
         resource=res,
         gpus_per_node=gpus,
         min_nodes=low,
         max_nodes=high,
-        spot=_truthy(_get(node_config, "spot")) or _truthy(_get(node_config, "preemptible")),
         tainted=_has_gpu_taint(_get(node_config, "taints")),
     )
 
@@ -291,9 +290,9 @@ def _gke_node_range(props: Mapping[str, Any]) -> tuple[int | None, int | None]:
     )
 
 
-def gpu_pools(resources: Iterable[Resource]) -> list[_PoolView]:
+def gpu_pools(resources: Iterable[Resource]) -> list[PoolView]:
     """Every EKS node group and GKE node pool whose nodes carry NVIDIA GPUs."""
-    views: list[_PoolView] = []
+    views: list[PoolView] = []
     for res in resources:
         view = _eks_pool(res) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
         if view is not None:

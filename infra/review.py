@@ -36,7 +36,9 @@ from infra import check, stackfile, synth
 # (hashicorp/terraform-provider-aws internal/service/eks/node_group.go and cluster.go,
 # terraform-provider-google container node_config.go and resource_container_cluster.go), and
 # the Kubernetes API's immutable fields (PriorityClass value and preemptionPolicy, a Job's
-# pod template and selector), which pulumi-kubernetes applies as a replacement.
+# pod template and selector), which pulumi-kubernetes applies as a replacement. Where a newer
+# provider updates a GKE node_config field in place, GKE still recreates every node of the
+# pool, which is what the warning is for.
 FORCES_REPLACEMENT: dict[str, tuple[str, ...]] = {
     rules.EKS_NODE_GROUP: (
         "amiType",

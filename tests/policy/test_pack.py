@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
