@@ -53,9 +53,12 @@ def stack_context() -> rules.Context:
 
 
 def plain(value: Any) -> Any:
-    """CrossGuard's property proxies as plain values, unknowns as rules.UNKNOWN."""
+    """CrossGuard's property proxies as plain values, as the offline synth records them: unknowns
+    as rules.UNKNOWN, and whole numbers as ints (protobuf sends every number as a double)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, Mapping):
         return {key: _read(value, key) for key in value}
     if isinstance(value, Sequence):
