@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components import catalog, charts
+from components import catalog, charts, rule_catalog
 
 CONFIG_NAMESPACE = "gpu-platform"
 CONFIG_KEY = "platform"
@@ -292,6 +292,29 @@ class GcpSpec(_Spec):
     system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
 
 
+class PolicyOverrideSpec(_Spec):
+    """A waiver of one overridable policy rule for this stack, with the reason reviewers read."""
+
+    rule: str
+    reason: str
+
+
+class PolicySpec(_Spec):
+    """Limits and waivers for the policy rules (components.rule_catalog) that check and the pack run."""
+
+    # gpu-pool-max-nodes: the most nodes one GPU pool may scale to.
+    max_nodes_per_pool: int = Field(default=16, ge=1)
+    # stack-max-gpus: the most physical GPUs all pools of the stack may reach together.
+    max_gpus: int = Field(default=256, ge=1)
+    # spot-allowed: None means spot in dev and staging, never in prod (training runs that must
+    # finish on time should not be preempted).
+    allow_spot: Optional[bool] = None
+    overrides: list[PolicyOverrideSpec] = Field(default_factory=list)
+
+    def spot_allowed(self, environment: Environment) -> bool:
+        return self.allow_spot if self.allow_spot is not None else environment != "prod"
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -310,6 +333,7 @@ class PlatformSpec(_Spec):
     aws: Optional[AwsSpec] = None
     # GKE settings; required for cloud: gcp (at least `zones`), refused elsewhere.
     gcp: Optional[GcpSpec] = None
+    policy: PolicySpec = Field(default_factory=PolicySpec)
 
     @property
     def device_plugin(self) -> DevicePlugin:
@@ -476,6 +500,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
     problems += _monitoring_problems(spec)
     problems += aws_problems(spec, region)
     problems += gcp_problems(spec, region)
+    problems += _policy_problems(spec.policy)
     return problems
 
 
@@ -840,6 +865,31 @@ def _aws_device_plugin_problems(spec: PlatformSpec) -> list[Problem]:
         for i, pool in enumerate(spec.node_pools)
         if clashes[i]
     ]
+
+
+def _policy_problems(policy: PolicySpec) -> list[Problem]:
+    """An override names a known, overridable rule once, with a reason a reviewer can judge."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, override in enumerate(policy.overrides):
+        at = f"{_ROOT}.policy.overrides[{i}]"
+        rule = rule_catalog.RULES_BY_ID.get(override.rule)
+        if rule is None:
+            hint = _did_you_mean(override.rule, list(rule_catalog.RULES_BY_ID))
+            problems.append(Problem(f"{at}.rule", f"unknown policy rule {override.rule!r}{hint}"))
+        elif not rule.overridable:
+            problems.append(
+                Problem(
+                    f"{at}.rule",
+                    f"{override.rule} cannot be overridden; overridable rules: {', '.join(rule_catalog.OVERRIDABLE)}",
+                )
+            )
+        elif override.rule in seen:
+            problems.append(Problem(f"{at}.rule", f"{override.rule} is overridden twice; keep one entry"))
+        seen.add(override.rule)
+        if not override.reason.strip():
+            problems.append(Problem(f"{at}.reason", "must say why the rule does not apply to this stack"))
+    return problems
 
 
 def gpu_model_name(pool: NodePoolSpec) -> str | None:

@@ -18,7 +18,7 @@ import yaml
 
 from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import program, stackfile, summary, synth
+from infra import check, program, review, stackfile, summary, synth
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -68,6 +68,45 @@ def cmd_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Every named stack (all by default) is checked even after a failure, so one run lists
+    every problem; spec errors exit 2, mandatory violations 1."""
+    root = stackfile.project_root()
+    reports: list[check.StackReport] = []
+    invalid = False
+    for ref in args.stacks or stackfile.all_stacks(root):
+        try:
+            _, spec, result = synthesize(ref, root)
+        except SpecError as exc:
+            print(exc.render(), file=sys.stderr)
+            invalid = True
+            continue
+        report = check.check_synthesis(spec, result)
+        reports.append(report)
+        for line in report.lines():
+            print(line)
+    print(check.summary(reports), file=sys.stderr)
+    if invalid:
+        return EXIT_INVALID
+    return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    try:
+        text = review.run(args.base, args.stacks)
+    except review.UnknownRefError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except review.ReviewError as exc:
+        print(f"error: review failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(stack_file_schema(), indent=2, sort_keys=True))
     return EXIT_OK
@@ -96,6 +135,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="train", help="the JobSet's name (default train)")
     p.add_argument("--image", help="trainer image (default: platform.trainer.image)")
     p.set_defaults(func=cmd_job)
+
+    p = commands.add_parser(
+        "check", help="synthesize stacks and run the policy rules and Kubernetes schema validation on them"
+    )
+    p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
+    p.set_defaults(func=cmd_check)
+
+    p = commands.add_parser("review", help="a Markdown report of what the working tree changes against a git ref")
+    p.add_argument("--base", required=True, metavar="REF", help="the git ref to compare with (e.g. origin/main)")
+    p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
+    p.add_argument("--out", type=Path, help="also write the report to this file")
+    p.set_defaults(func=cmd_review)
 
     p = commands.add_parser("schema", help="print the stack file's JSON Schema")
     p.set_defaults(func=cmd_schema)

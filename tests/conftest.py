@@ -1,17 +1,14 @@
-"""Shared fixtures: the repository, stack files and synthesized stacks."""
+"""Shared fixtures: the repository and synthesized stacks."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
+from helpers import REPO
 
-from infra import cli, stackfile, synth
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+from infra import cli, synth
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +27,3 @@ def synthesized() -> Callable[[str], synth.Synthesis]:
         return cache[stack]
 
     return get
-
-
-def stack_config(stack: str) -> dict[str, Any]:
-    """A deep copy of a checked-in stack's config, to vary in a test."""
-    return copy.deepcopy(stackfile.read(stack, REPO).config)
-
-
-def platform_of(stack: str) -> dict[str, Any]:
-    return stack_config(stack)["gpu-platform:platform"]

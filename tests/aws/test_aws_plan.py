@@ -11,7 +11,7 @@ from components import catalog
 from components.aws import facts, plan
 from components.pools import derive_pools
 from components.spec import PlatformSpec, parse_spec
-from conftest import platform_of
+from helpers import platform_of
 
 
 def spec_of(raw: dict[str, Any]) -> PlatformSpec:

@@ -10,7 +10,7 @@ import yaml
 
 from components.spec import PlatformSpec, SpecError, parse_spec
 from infra import stackfile
-from conftest import platform_of, stack_config
+from helpers import platform_of, stack_config
 
 SOURCE = "stacks/Pulumi.test.yaml"
 REGION = "us-east-1"

@@ -17,7 +17,7 @@ import yaml
 from components.aws import facts, plan
 from infra import cli
 from infra.synth import Synthesis
-from conftest import REPO, SHARED, stack_config
+from helpers import REPO, SHARED, stack_config
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

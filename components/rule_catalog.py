@@ -1,0 +1,155 @@
+"""The policy rules as data: id, what each protects, how hard it enforces, whether it can be waived.
+
+One table read by the spec (which overrides are allowed), the rule functions (components.rules),
+the CrossGuard pack (policy/) and the offline `gpu-platform check`, so a rule means the same thing
+in a pull request, in a real `pulumi preview` and in the docs. Kept free of other imports so the
+spec can read it without a cycle.
+
+Enforcement: mandatory violations fail `check` and block `pulumi preview --policy-pack`; advisory
+ones are reported only. `overridable` rules may be waived per stack by an explicit entry
+`policy.overrides: [{rule, reason}]` in the stack file; the others have no waiver: a team that
+needs different limits changes the limit (`policy.maxNodesPerPool`, `policy.maxGpus`,
+`policy.allowSpot`), in a reviewed change like any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Enforcement = Literal["mandatory", "advisory"]
+Severity = Literal["low", "medium", "high", "critical"]
+# resource: judged one resource at a time; stack: needs several resources (links, totals).
+Scope = Literal["resource", "stack"]
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    id: str
+    description: str
+    severity: Severity
+    enforcement: Enforcement
+    scope: Scope
+    overridable: bool = False
+
+
+RULES: tuple[RuleInfo, ...] = (
+    RuleInfo(
+        "gpu-pool-tainted",
+        "GPU node pools carry the nvidia.com/gpu NoSchedule taint, so only pods that ask for GPUs land on GPU nodes.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "gpu-pool-scale-to-zero",
+        "Outside prod, GPU node pools scale to zero (minimum size 0): an idle dev GPU pool is the most common waste.",
+        "medium",
+        "mandatory",
+        "resource",
+        overridable=True,
+    ),
+    RuleInfo(
+        "gpu-pool-max-nodes",
+        "No GPU node pool may grow beyond policy.maxNodesPerPool nodes.",
+        "medium",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "stack-max-gpus",
+        "All GPU pools of a stack together stay within policy.maxGpus physical GPUs at maximum scale.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "spot-allowed",
+        "Spot (preemptible) nodes only where the stack allows them: policy.allowSpot, by default dev and staging.",
+        "medium",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "prod-control-plane-private",
+        "In prod the Kubernetes API endpoint is not reachable from the internet (EKS endpointPublicAccess off, "
+        "GKE private endpoint).",
+        "high",
+        "mandatory",
+        "resource",
+        overridable=True,
+    ),
+    RuleInfo(
+        "encrypted-storage",
+        "Node disks (EBS volumes of launch templates) and S3 buckets are encrypted at rest, declared explicitly; "
+        "GCE disks and GCS buckets are always encrypted by Google.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "imdsv2-required",
+        "AWS nodes require IMDSv2 (launch template metadataOptions.httpTokens=required), so a pod cannot read "
+        "the node's credentials with a plain GET.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "no-public-buckets",
+        "Buckets are never public: S3 public access fully blocked, GCS public access prevention enforced, "
+        "no grants to allUsers or allAuthenticatedUsers.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "no-wildcard-iam",
+        "IAM grants no wildcard permissions: no '*' or 'service:*' actions, no write actions on '*' resources "
+        "without a condition, no AdministratorAccess, no GCP owner or editor roles.",
+        "critical",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "trainer-non-root",
+        "Pods that run as the trainer service account set securityContext.runAsNonRoot and never run as UID 0.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "prod-protected",
+        "In prod, clusters and data buckets are protected (protect=True), so no change can delete them by accident.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "priority-class-range",
+        "PriorityClass values stay within the user range (at most 1,000,000,000) and names avoid the reserved "
+        "'system-' prefix.",
+        "medium",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "priority-class-autoscaler-cutoff",
+        "PriorityClasses below -10, the cluster autoscaler's expendable-pods cutoff, never preempt: their pods "
+        "never scale a GPU pool up, so they may only use idle GPUs, never evict work for them.",
+        "medium",
+        "advisory",
+        "resource",
+    ),
+    RuleInfo(
+        "autoscaler-drift-ignored",
+        "Node counts the autoscaler owns are in ignoreChanges (EKS scalingConfig.desiredSize, GKE nodeCount), "
+        "or every update and drift check fights the autoscaler.",
+        "low",
+        "advisory",
+        "resource",
+    ),
+)
+
+RULES_BY_ID: dict[str, RuleInfo] = {rule.id: rule for rule in RULES}
+OVERRIDABLE: tuple[str, ...] = tuple(rule.id for rule in RULES if rule.overridable)

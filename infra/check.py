@@ -1,0 +1,131 @@
+"""`gpu-platform check`: the policy rules and Kubernetes schema validation over synthesized stacks.
+
+What a pull request must pass before anyone looks at it, with no cloud credentials: every stack
+synthesizes, every policy rule (components.rules, the same the CrossGuard pack runs in a real
+preview) holds or is waived in the stack file, and every Kubernetes object the program declares
+matches the API schema of the stack's Kubernetes version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+
+from components import rules
+from components.spec import PlatformSpec
+from infra import stackfile, synth
+
+SCHEMA_RULE = "kubernetes-schema"
+
+
+@dataclass(frozen=True)
+class StackReport:
+    stack: str
+    project: str
+    findings: list[rules.Finding]
+    # Kubernetes objects validated, and custom resources (no bundled schema) left to the tests.
+    validated: int
+    skipped_custom: int
+
+    @property
+    def stack_resource(self) -> str:
+        """`type::name` of the stack itself, for violations of the stack as a whole."""
+        return f"{synth.STACK_TYPE}::{self.project}-{self.stack}"
+
+    def lines(self) -> list[str]:
+        """One `stack: rule-id resource: message` line per finding."""
+        return [
+            f"{self.stack}: {f.rule} {f.violation.resource or self.stack_resource}: {f.message}"
+            for f in self.findings
+        ]
+
+    @property
+    def blocking(self) -> bool:
+        return any(f.blocking for f in self.findings)
+
+
+def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tuple[list[rules.Finding], int, int]:
+    """Findings for objects the API server would reject; custom resources are counted, not checked.
+
+    kubernetes-validate bundles the core API schemas only. The Kueue and JobSet custom resources
+    are validated against their CRD schemas by the Kubernetes layer's tests.
+    """
+    findings: list[rules.Finding] = []
+    validated = skipped = 0
+    for record in synthesis.resources:
+        if not synth.is_kubernetes_object(record["type"]):
+            continue
+        try:
+            problem = schema_problem(record["inputs"], kubernetes_version)
+        except kubernetes_validate.SchemaNotFoundError:
+            skipped += 1
+            continue
+        validated += 1
+        if problem:
+            key = f"{record['type']}::{record['name']}"
+            findings.append(rules.Finding(rules.Violation(SCHEMA_RULE, key, problem), "mandatory"))
+    return findings, validated, skipped
+
+
+def schema_problem(obj: dict[str, Any], kubernetes_version: str) -> str | None:
+    """The first schema error of `obj` (unknown fields included), or None when it is valid.
+
+    Raises kubernetes_validate.SchemaNotFoundError for kinds without a bundled schema.
+    """
+    try:
+        kubernetes_validate.validate(obj, kubernetes_version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.path) or "(object)"
+        return f"{where}: {exc.message}"
+    return None
+
+
+def check_synthesis(spec: PlatformSpec, synthesis: synth.Synthesis) -> StackReport:
+    ctx = rules.context_of(spec)
+    findings = rules.evaluate(rules.from_synthesis(synthesis.resources), ctx)
+    schema, validated, skipped = schema_findings(synthesis, spec.cluster.kubernetes_version)
+    return StackReport(synthesis.stack, synthesis.project, findings + schema, validated, skipped)
+
+
+def summary(reports: list[StackReport]) -> str:
+    counts = {level: sum(1 for r in reports for f in r.findings if f.level == level) for level in ("mandatory", "advisory", "overridden")}
+    validated = sum(r.validated for r in reports)
+    skipped = sum(r.skipped_custom for r in reports)
+    return (
+        f"checked {len(reports)} stack(s): {counts['mandatory']} mandatory, {counts['advisory']} advisory,"
+        f" {counts['overridden']} overridden; {validated} Kubernetes object(s) validated,"
+        f" {skipped} custom resource(s) left to their CRD schema tests"
+    )
+
+
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+
+def stack_matrix(root: Path | None = None) -> dict[str, list[dict[str, str]]]:
+    """The stacks for the GitOps workflows' job matrices (stack, cloud, environment, region):
+    every stack under `all`, and the stacks of each environment under its name, in promotion order."""
+    root = root or stackfile.project_root()
+    rows: list[dict[str, str]] = []
+    for name in stackfile.all_stacks(root):
+        stack_file = stackfile.read(name, root)
+        spec = stack_file.spec()
+        region = stack_file.config.get(f"{spec.cloud}:region", "") if spec.cloud != "existing" else ""
+        rows.append({"stack": name, "cloud": spec.cloud, "environment": spec.environment, "region": str(region)})
+    matrix: dict[str, list[dict[str, str]]] = {"all": rows}
+    for environment in ENVIRONMENTS:
+        matrix[environment] = [row for row in rows if row["environment"] == environment]
+    return matrix
+
+
+def github_outputs(matrix: dict[str, list[dict[str, str]]]) -> str:
+    """`$GITHUB_OUTPUT` lines: `<group>={"include": [...]}` and `<group>-count=<n>` per group
+    (a job must skip an empty matrix: GitHub rejects a matrix without rows)."""
+    lines = []
+    for group, rows in matrix.items():
+        lines.append(f"{group}={json.dumps({'include': rows}, sort_keys=True)}")
+        lines.append(f"{group}-count={len(rows)}")
+    return "\n".join(lines) + "\n"
