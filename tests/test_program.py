@@ -85,3 +85,8 @@ def test_trainer_build_pushes_a_content_tagged_image_to_the_stack_s_registry(
 
 def test_no_image_is_built_unless_the_spec_asks(synthesized) -> None:
     assert not synthesized("dev-aws").by_type("docker-build:index:Image")
+
+
+def test_gke_runs_the_gcs_fuse_driver_that_jobs_mount_the_bucket_with(synthesized) -> None:
+    (cluster,) = synthesized("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    assert cluster["inputs"]["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}

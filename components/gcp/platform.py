@@ -227,6 +227,11 @@ class GcpPlatform(pulumi.ComponentResource):
                 workload_pool=plan.workload_pool(self._project)
             ),
             cluster_autoscaling=self._cluster_autoscaling(node_account),
+            # Training pods mount the stack's bucket through the GCS FUSE CSI driver
+            # (components.jobs), so checkpoints land in GCS without a copy step.
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+            ),
             monitoring_config=(
                 gcp.container.ClusterMonitoringConfigArgs(
                     enable_components=["SYSTEM_COMPONENTS", "DCGM"],
