@@ -102,11 +102,12 @@ class Checkpointer:
             (tmp / STATE_FILE).write_text(state.to_json())
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
-            self._prune()
+            self.remove_old()
         dist.barrier()
         return final
 
-    def _prune(self) -> None:
+    def remove_old(self) -> None:
+        """Keep the newest `keep` complete checkpoints (all when keep is 0)."""
         if self.keep == 0:
             return
         for _, folder in complete_checkpoints(self.root)[: -self.keep]:

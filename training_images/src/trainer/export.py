@@ -92,6 +92,7 @@ def load_exported(path: Path) -> tuple[nn.Module, int]:
     """The exported module and the sequence length it was trained at."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated")
+        warnings.filterwarnings("ignore", message=r"TypedStorage is deprecated")
         payload = torch.load(path, weights_only=False)
     if not isinstance(payload, dict) or payload.get("format") != EXPORT_FORMAT:
         raise ConfigError(f"{path}: not a {EXPORT_FORMAT} file")

@@ -37,8 +37,8 @@ class StopRequest:
         self.requested = True
 
 
-def log(message: str) -> None:
-    print(f"[trainer] {message}", file=sys.stderr, flush=True)
+def log(message: str, rank: int) -> None:
+    print(f"[trainer rank {rank}] {message}", file=sys.stderr, flush=True)
 
 
 def train_step(
@@ -104,9 +104,10 @@ def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split:
         data=str(cfg.data.resolve()),
     )
     if resumed and d.is_main:
-        log(f"resumed from {step_folder(cfg.checkpoint_dir, state.step)} at step {state.step}")
+        log(f"resumed from {step_folder(cfg.checkpoint_dir, state.step)} at step {state.step}", d.rank)
     if state.step >= cfg.max_steps:
-        log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do")
+        if d.is_main:
+            log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
         return 0
     micro = cfg.micro_batch_for(d.world_size)
     layout = RankSlice(d.rank, d.world_size, cfg.global_batch_size, micro)
@@ -128,7 +129,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split:
         if last or stopping or state.step % cfg.checkpoint_every == 0:
             checkpointer.save(model, optimizer, state)
         if stopping and not last:
-            log(f"stop requested: saved {step_folder(cfg.checkpoint_dir, state.step)}, exiting")
+            log(f"stop requested: saved {step_folder(cfg.checkpoint_dir, state.step)}, exiting", d.rank)
             return EXIT_PREEMPTED
     metrics.summary(state.step, loss)
     return 0
