@@ -21,13 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from trainer.config import PrepareConfig
 from trainer.data import prepare
 
-TRAIN_DEFAULTS: dict[str, object] = {
+TRAIN_DEFAULTS: dict[str, Any] = {
     "preset": "tiny",
     "max-steps": 40,
     "checkpoint-every": 10,
@@ -53,7 +54,7 @@ class Run:
     checkpoint_dir: Path
     metrics_file: Path
 
-    def metrics(self) -> list[dict[str, object]]:
+    def metrics(self) -> list[dict[str, Any]]:
         if not self.metrics_file.exists():
             return []
         return [json.loads(line) for line in self.metrics_file.read_text().splitlines()]
@@ -120,7 +121,7 @@ class Harness:
             PYTHONUNBUFFERED="1",
         )
 
-    def train_args(self, checkpoint_dir: Path, metrics_file: Path, **overrides: object) -> list[str]:
+    def train_args(self, checkpoint_dir: Path, metrics_file: Path, **overrides: Any) -> list[str]:
         options = {**TRAIN_DEFAULTS, **{k.replace("_", "-"): v for k, v in overrides.items()}}
         args = ["train", "--data", str(self.data_dir), "--checkpoint-dir", str(checkpoint_dir),
                 "--metrics-file", str(metrics_file)]
@@ -129,7 +130,7 @@ class Harness:
         return args
 
     def start(self, name: str, nproc: int | None = None, max_restarts: int = 0,
-              checkpoint_dir: Path | None = None, **overrides: object) -> Run:
+              checkpoint_dir: Path | None = None, **overrides: Any) -> Run:
         """nproc None runs a plain process; a number runs under torchrun (elastic, c10d)."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -160,7 +161,7 @@ class Harness:
             self.kill_tree(run)
             pytest.fail(f"trainer did not finish within {timeout:.0f}s (hang); log:\n{run.output()[-4000:]}")
 
-    def run(self, name: str, nproc: int | None = None, **overrides: object) -> Run:
+    def run(self, name: str, nproc: int | None = None, **overrides: Any) -> Run:
         run = self.start(name, nproc, **overrides)
         code = self.finish(run)
         assert code == 0, f"{name} exited {code}; log:\n{run.output()[-4000:]}"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="module")
-def exported(reference_one: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Path]:
+def exported(reference_one: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     output = tmp_path_factory.mktemp("export") / "model.pt"
     result = subprocess.run(
         [sys.executable, "-m", "trainer", "export", "--checkpoint-dir", str(reference_one.checkpoint_dir),
@@ -30,7 +31,7 @@ def exported(reference_one: Run, tmp_path_factory: pytest.TempPathFactory) -> tu
     return json.loads(result.stdout), output
 
 
-def test_export_shrinks_the_model_and_reports_the_loss_change(exported: tuple[dict[str, object], Path]) -> None:
+def test_export_shrinks_the_model_and_reports_the_loss_change(exported: tuple[dict[str, Any], Path]) -> None:
     report, output = exported
     assert report["step"] == 40
     assert report["size_bytes_after"] == output.stat().st_size
@@ -43,9 +44,17 @@ def test_export_shrinks_the_model_and_reports_the_loss_change(exported: tuple[di
 
 
 def test_exported_file_loads_and_reproduces_the_reported_loss(
-    exported: tuple[dict[str, object], Path], data_dir: Path
+    exported: tuple[dict[str, Any], Path], data_dir: Path
 ) -> None:
     report, output = exported
     model, seq_len = load_exported(output)
     loss = eval_loss(model, TokenFile(data_dir, "val", seq_len), samples=int(report["eval_samples"]))
     assert loss == pytest.approx(report["eval_loss_after"], rel=1e-6)
+
+
+def test_export_prefers_torchao_when_installed(exported: tuple[dict[str, Any], Path]) -> None:
+    report, _ = exported
+    if importlib.util.find_spec("torchao") is None:
+        assert report["quantizer"] == "torch.ao.quantization"
+        pytest.skip("torchao is not installed (pip install 'gpu-platform-trainer[torchao]'): fallback checked")
+    assert report["quantizer"] == "torchao"

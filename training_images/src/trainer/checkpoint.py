@@ -128,7 +128,6 @@ class Checkpointer:
                 f"not the requested preset's {model_cfg.to_dict()}; use a new --checkpoint-dir"
             )
         model_state, optim_state = get_state_dict(model, optimizer)
-        loaded = {"model": model_state, "optim": optim_state}
-        dcp.load(loaded, checkpoint_id=folder)
-        set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optim"])
+        dcp.load({"model": model_state, "optim": optim_state}, checkpoint_id=folder)
+        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
         return state

@@ -5,14 +5,19 @@ that matter keep more); on its own it does not shrink a dense file, but it is fr
 headroom to spend before quantization. Dynamic int8 quantization stores Linear weights in one
 byte and quantizes activations on the fly, which is where the size goes down ~4x.
 
-The output is a pickled module (torch.save), so loading it runs code: load only files you made.
+The output file holds the model's shape, the quantizer used and its state dict; `load_exported`
+rebuilds the model from it. Quantized state dicts carry packed or subclassed tensors that the
+safe (weights-only) loader rejects, so loading unpickles: load only files you made.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -51,26 +56,41 @@ def prune_linear(model: nn.Module, amount: float) -> float:
     return zeros / sum(m.weight.numel() for m, _ in targets)
 
 
-def quantize_int8(model: nn.Module) -> tuple[nn.Module, str]:
-    """torchao when installed; otherwise the deprecated torch.ao path, kept quiet and guarded
-    because a later torch release removes it."""
-    try:
-        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
-    except ImportError:
-        pass
-    else:
-        quantize_(model, Int8DynamicActivationInt8WeightConfig())
-        return model, "torchao"
+@contextmanager
+def _quiet_torch_ao() -> Iterator[None]:
+    """torch.ao.quantization warns on import and on every quantized tensor it makes."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*torch\.ao\.quantization.*deprecated")
         warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated")
+        warnings.filterwarnings("ignore", message=r"TypedStorage is deprecated")
+        yield
+
+
+def int8_quantizer() -> str:
+    """torchao when installed; otherwise the deprecated torch.ao path while this torch has it."""
+    if importlib.util.find_spec("torchao") is not None:
+        return "torchao"
+    with _quiet_torch_ao():
         try:
-            from torch.ao.quantization import quantize_dynamic
+            from torch.ao.quantization import quantize_dynamic  # noqa: F401
         except ImportError:
             raise ConfigError(
                 "--quantize int8 needs torchao with this torch: pip install 'gpu-platform-trainer[torchao]'"
             ) from None
-        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8), "torch.ao.quantization"
+    return "torch.ao.quantization"
+
+
+def quantize_int8(model: nn.Module, quantizer: str) -> nn.Module:
+    """Dynamic int8 for every Linear: int8 weights, activations quantized per call."""
+    if quantizer == "torchao":
+        from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+        quantize_(model, Int8DynamicActivationInt8WeightConfig())
+        return model
+    with _quiet_torch_ao():
+        from torch.ao.quantization import quantize_dynamic
+
+        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
 @torch.no_grad()
@@ -82,42 +102,48 @@ def eval_loss(model: nn.Module, val: TokenFile, samples: int) -> float:
     return total / count
 
 
-def _serialize(model: nn.Module, model_cfg: dict[str, int], seq_len: int) -> bytes:
+def _serialize(model: nn.Module, model_cfg: dict[str, int], seq_len: int, quantizer: str) -> bytes:
     buffer = io.BytesIO()
-    torch.save({"format": EXPORT_FORMAT, "model_config": model_cfg, "seq_len": seq_len, "model": model}, buffer)
+    with _quiet_torch_ao():
+        torch.save({"format": EXPORT_FORMAT, "model_config": model_cfg, "seq_len": seq_len,
+                    "quantizer": quantizer, "state_dict": model.state_dict()}, buffer)
     return buffer.getvalue()
 
 
 def load_exported(path: Path) -> tuple[nn.Module, int]:
-    """The exported module and the sequence length it was trained at."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated")
-        warnings.filterwarnings("ignore", message=r"TypedStorage is deprecated")
+    """The exported model, ready for CPU inference, and the sequence length it was trained at."""
+    with _quiet_torch_ao():
         payload = torch.load(path, weights_only=False)
-    if not isinstance(payload, dict) or payload.get("format") != EXPORT_FORMAT:
-        raise ConfigError(f"{path}: not a {EXPORT_FORMAT} file")
-    return payload["model"], int(payload["seq_len"])
+        if not isinstance(payload, dict) or payload.get("format") != EXPORT_FORMAT:
+            raise ConfigError(f"{path}: not a {EXPORT_FORMAT} file")
+        model: nn.Module = GPT(ModelConfig(**payload["model_config"]))
+        quantizer = payload["quantizer"]
+        if quantizer == "torch.ao.quantization":
+            model = quantize_int8(model, quantizer)
+        # torchao's quantized weights are tensor subclasses: assign them rather than copy into floats.
+        model.load_state_dict(payload["state_dict"], assign=quantizer == "torchao")
+    return model.eval(), int(payload["seq_len"])
 
 
 def export(cfg: ExportConfig) -> dict[str, object]:
+    quantizer = int8_quantizer() if cfg.quantize == "int8" else "none"
     folder = resolve(cfg.checkpoint_dir)
     state = read_state(folder)
     data_dir = cfg.data or Path(state.data)
     val = TokenFile(data_dir, "val", state.seq_len)
-    model = load_checkpoint_model(folder)
+    model: nn.Module = load_checkpoint_model(folder)
 
-    size_before = len(_serialize(model, state.model, state.seq_len))
+    size_before = len(_serialize(model, state.model, state.seq_len, "none"))
     loss_before = eval_loss(model, val, cfg.eval_samples)
     sparsity = prune_linear(model, cfg.prune) if cfg.prune > 0 else 0.0
     loss_pruned = eval_loss(model, val, cfg.eval_samples)
-    quantizer = "none"
-    if cfg.quantize == "int8":
-        model, quantizer = quantize_int8(model)
+    if quantizer != "none":
+        model = quantize_int8(model, quantizer)
     loss_after = eval_loss(model, val, cfg.eval_samples)
 
     cfg.output.parent.mkdir(parents=True, exist_ok=True)
     partial = cfg.output.with_name(cfg.output.name + ".partial")
-    partial.write_bytes(_serialize(model, state.model, state.seq_len))
+    partial.write_bytes(_serialize(model, state.model, state.seq_len, quantizer))
     os.replace(partial, cfg.output)
     size_after = cfg.output.stat().st_size
     return {

@@ -128,10 +128,6 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def barrier() -> None:
-    dist.barrier()
-
-
 def shutdown(clean: bool) -> None:
     """Close the process group within TEARDOWN_TIMEOUT_S, whatever the peers do.
 

@@ -18,7 +18,7 @@ from trainer.checkpoint import Checkpointer, TrainerState, step_folder
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count
 from trainer.metrics import Metrics, detect_peak_tflops
-from trainer.model import GPT, lm_loss
+from trainer.model import GPT, count_params, lm_loss
 from trainer.optim import build_optimizer, lr_at, set_lr
 
 # Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
@@ -110,6 +110,9 @@ def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split:
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
         return 0
     micro = cfg.micro_batch_for(d.world_size)
+    if d.is_main:
+        log(f"preset {cfg.preset}: {count_params(core):,} parameters; global batch {cfg.global_batch_size} = "
+            f"{d.world_size} processes x {cfg.accumulation_steps(d.world_size)} micro-batches x {micro}", d.rank)
     layout = RankSlice(d.rank, d.world_size, cfg.global_batch_size, micro)
     batches = TrainBatches(train_split, GlobalOrder(train_split.num_samples, cfg.seed), layout, state.consumed_samples)
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
