@@ -126,3 +126,15 @@ def test_sigterm_to_one_rank_makes_every_rank_join_the_save(harness: Harness) ->
     workers_output, agent_report = run.output().split("(exitcode: 143)", 1)
     assert "Traceback" not in workers_output, "the workers should stop without an error"
     assert "exitcode  : 143" in agent_report
+
+
+def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness) -> None:
+    """The Kubernetes path: kubelet signals PID 1, which is torchrun in the trainer image."""
+    run = harness.start("sigterm-agent", nproc=2, max_steps=100_000, checkpoint_every=100_000)
+    harness.workers(run, 2)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    assert code != 0, "torchrun reports that it was terminated"
+    step = _assert_saved_at_last_logged_step(run)
+    for rank in (0, 1):
+        assert f"[trainer rank {rank}] stop requested: saved" in run.output()
+    assert step < 100_000
