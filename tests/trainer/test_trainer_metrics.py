@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainer.config import PRESETS
-from trainer.metrics import PEAK_BF16_TFLOPS, detect_peak_tflops, flops_per_token, mfu
+from trainer.metrics import PEAK_BF16_TFLOPS, detect_peak_tflops, flops_per_token, mfu, peak_tflops_for
 from trainer.model import GPT, count_params, matmul_params
 
 if TYPE_CHECKING:
@@ -41,6 +41,15 @@ def test_mfu_is_null_on_cpu() -> None:
 
 def test_peak_table_holds_the_catalog_values() -> None:
     assert PEAK_BF16_TFLOPS == {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0}
+
+
+@pytest.mark.parametrize(
+    ("device_name", "tflops"),
+    [("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H200", 989.0),
+     ("NVIDIA L4", 121.0), ("NVIDIA L40S", None), ("Tesla T4", None)],
+)
+def test_peak_is_detected_from_the_cuda_device_name(device_name: str, tflops: float | None) -> None:
+    assert peak_tflops_for(device_name) == tflops
 
 
 def test_1b_preset_has_about_a_billion_parameters() -> None:

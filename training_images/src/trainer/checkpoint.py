@@ -85,10 +85,10 @@ class Checkpointer:
         self.keep = keep
         self.is_main = is_main
 
-    def save(self, model: nn.Module, optimizer: Optimizer, state: TrainerState) -> Path:
+    def save(self, model: nn.Module, optimizer: Optimizer, state: TrainerState) -> None:
         final = step_folder(self.root, state.step)
         if (final / METADATA_FILE).is_file():
-            return final
+            return
         tmp = self.root / f"{TMP_PREFIX}{final.name}"
         if self.is_main:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -99,12 +99,14 @@ class Checkpointer:
         model_state, optim_state = get_state_dict(model, optimizer)
         dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=tmp)
         if self.is_main:
-            (tmp / STATE_FILE).write_text(state.to_json())
+            with open(tmp / STATE_FILE, "w") as out:
+                out.write(state.to_json())
+                out.flush()
+                os.fsync(out.fileno())
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
             self.remove_old()
         dist.barrier()
-        return final
 
     def remove_old(self) -> None:
         """Keep the newest `keep` complete checkpoints (all when keep is 0)."""

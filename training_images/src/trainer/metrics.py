@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import time
 from pathlib import Path
@@ -36,12 +37,17 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
     return 6 * matmul_params(cfg) + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
 
 
+def peak_tflops_for(device_name: str) -> float | None:
+    """Matched on whole words of the name, so an "L40S" is not taken for an "L4"."""
+    words = set(re.split(r"[^A-Za-z0-9]+", device_name.upper()))
+    return next((tflops for model, tflops in PEAK_BF16_TFLOPS.items() if model in words), None)
+
+
 def detect_peak_tflops(device: torch.device) -> float | None:
-    """Peak of the local accelerator by device name; None on CPU or an unknown GPU (MFU null)."""
+    """Peak of the local accelerator; None on CPU or an unknown GPU, which makes MFU null."""
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    return next((tflops for key, tflops in PEAK_BF16_TFLOPS.items() if key in name), None)
+    return peak_tflops_for(torch.cuda.get_device_name(device))
 
 
 def mfu(tokens_per_s: float, flops_per_tok: int, peak_tflops_per_device: float | None, world_size: int) -> float | None:
