@@ -1,0 +1,232 @@
+"""Shared harness: tiny data, trainer launches with hard timeouts, and two reference runs.
+
+Every launch goes through `Harness`, which starts the trainer (plain or under torchrun) in its
+own session, writes its output to a log file, and on a timeout kills the whole process tree and
+fails the test: a hang must fail, never block the suite.
+
+The reference runs are uninterrupted trainings with one fixed configuration (tiny preset, 40
+steps, a checkpoint every 10). Interrupted, resized and sharded runs are compared against them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainer.config import PrepareConfig
+from trainer.data import prepare
+
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "preset": "tiny",
+    "max-steps": 40,
+    "checkpoint-every": 10,
+    "global-batch-size": 16,
+    "micro-batch-size": 8,
+    "seq-len": 128,
+    "seed": 7,
+    "log-every": 1,
+    "warmup-steps": 5,
+    "lr": 3e-3,
+    "eval-every": 20,
+    "eval-samples": 32,
+    "keep-checkpoints": 0,
+    "dist-timeout": 60,
+}
+RUN_TIMEOUT_S = 240.0
+
+
+@dataclass
+class Run:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    checkpoint_dir: Path
+    metrics_file: Path
+
+    def metrics(self) -> list[dict[str, Any]]:
+        if not self.metrics_file.exists():
+            return []
+        return [json.loads(line) for line in self.metrics_file.read_text().splitlines()]
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def train_losses(self) -> dict[int, float]:
+        """Loss per step; after a restart the later attempt's value for a step wins."""
+        return {int(r["step"]): float(r["loss"]) for r in self.metrics() if r["event"] == "train"}
+
+    def eval_losses(self) -> dict[int, float]:
+        return {
+            int(r["step"]): float(r["eval_loss"])
+            for r in self.metrics()
+            if r["event"] == "train" and r["eval_loss"] is not None
+        }
+
+
+def max_rel_diff(a: dict[int, float], b: dict[int, float]) -> float:
+    assert a.keys() == b.keys(), f"different steps: {sorted(a)} vs {sorted(b)}"
+    return max(abs(a[k] - b[k]) / abs(b[k]) for k in a)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _process_tree(pid: int) -> list[int]:
+    tree, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        tree.append(current)
+        frontier.extend(_children(current))
+    return tree
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Harness:
+    max_rel_diff = staticmethod(max_rel_diff)
+
+    def __init__(self, root: Path, data_dir: Path) -> None:
+        self.root = root
+        self.data_dir = data_dir
+        self.env = dict(
+            os.environ,
+            TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
+            OMP_NUM_THREADS="1",
+            PYTHONUNBUFFERED="1",
+        )
+
+    def train_args(self, checkpoint_dir: Path, metrics_file: Path, **overrides: Any) -> list[str]:
+        options = {**TRAIN_DEFAULTS, **{k.replace("_", "-"): v for k, v in overrides.items()}}
+        args = ["train", "--data", str(self.data_dir), "--checkpoint-dir", str(checkpoint_dir),
+                "--metrics-file", str(metrics_file)]
+        for key, value in options.items():
+            args += [f"--{key}", str(value)]
+        return args
+
+    def start(self, name: str, nproc: int | None = None, max_restarts: int = 0,
+              checkpoint_dir: Path | None = None, **overrides: Any) -> Run:
+        """nproc None runs a plain process; a number runs under torchrun (elastic, c10d)."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        ckpt = checkpoint_dir or folder / "checkpoints"
+        metrics = folder / "metrics.jsonl"
+        trainer_args = self.train_args(ckpt, metrics, **overrides)
+        if nproc is None:
+            command = [sys.executable, "-m", "trainer", *trainer_args]
+        else:
+            command = [
+                sys.executable, "-m", "torch.distributed.run",
+                "--nnodes", "1:1", "--nproc-per-node", str(nproc),
+                "--max-restarts", str(max_restarts),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+                "--monitor-interval", "0.2",
+                "-m", "trainer", *trainer_args,
+            ]
+        log = folder / "output.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                                    cwd=folder, start_new_session=True)
+        return Run(proc, log, ckpt, metrics)
+
+    def finish(self, run: Run, timeout: float = RUN_TIMEOUT_S) -> int:
+        try:
+            return run.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_tree(run)
+            pytest.fail(f"trainer did not finish within {timeout:.0f}s (hang); log:\n{run.output()[-4000:]}")
+
+    def run(self, name: str, nproc: int | None = None, **overrides: Any) -> Run:
+        run = self.start(name, nproc, **overrides)
+        code = self.finish(run)
+        assert code == 0, f"{name} exited {code}; log:\n{run.output()[-4000:]}"
+        return run
+
+    def workers(self, run: Run, count: int, timeout: float = 60.0) -> list[int]:
+        """Worker pids under a torchrun agent, once all `count` exist."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            kids = _children(run.proc.pid)
+            if len(kids) == count:
+                return kids
+            time.sleep(0.05)
+        self.kill_tree(run)
+        pytest.fail(f"torchrun did not start {count} workers within {timeout:.0f}s")
+
+    def wait_for(self, run: Run, condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            if run.proc.poll() is not None:
+                pytest.fail(f"trainer exited ({run.proc.returncode}) before {what}; log:\n{run.output()[-4000:]}")
+            time.sleep(0.02)
+        self.kill_tree(run)
+        pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def kill_tree(self, run: Run) -> None:
+        for pid in reversed(_process_tree(run.proc.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run.proc.wait()
+
+
+def write_corpus(path: Path, words: int = 60_000, seed: int = 0) -> None:
+    """Sentences over a small vocabulary: learnable in a few steps, so losses move visibly."""
+    rng = random.Random(seed)
+    vocab = ("the river carries light stones past quiet towns while old bridges hum "
+             "under trains and children count boats at dusk near green hills").split()
+    lines = [" ".join(rng.choice(vocab) for _ in range(12)) + ".\n" for _ in range(words // 12)]
+    path.write_text("".join(lines))
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    write_corpus(root / "corpus.txt")
+    prepare(PrepareConfig(input=root / "corpus.txt", output=root / "data"))
+    return root / "data"
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Harness:
+    return Harness(tmp_path_factory.mktemp("runs"), data_dir)
+
+
+@pytest.fixture(scope="session")
+def reference_one(harness: Harness) -> Run:
+    """Uninterrupted, one plain process (no torchrun), two micro-batches per step."""
+    return harness.run("reference-1proc")
+
+
+@pytest.fixture(scope="session")
+def reference_two(harness: Harness) -> Run:
+    """Uninterrupted, two processes under torchrun, one micro-batch each per step."""
+    return harness.run("reference-2proc", nproc=2)

@@ -1,0 +1,140 @@
+"""Distributed behaviour on CPU with gloo: world-size invariance, elastic restart, resize, SIGTERM.
+
+Tolerances, and why they hold with fp32 on CPU (OMP_NUM_THREADS=1 in every run):
+- 1 vs 2 processes (DDP), at equal micro-batch size: each micro-batch's forward and backward
+  sees the same samples with the same shapes, so it is bit-identical; gradients combine as
+  g0/2 + g1/2 in both cases (loss scaled by 1/2 before backward vs DDP dividing by the world
+  size), and scaling by a power of two is exact in binary floating point. Training losses
+  therefore agree exactly in practice. The eval loss sums per-token losses in a different order
+  per world size (~1e-8 relative). WORLD_RTOL = 1e-6 admits that and nothing a real bug
+  (a wrong rank slice, a double-counted micro-batch, a mis-scaled loss) would produce: those
+  move the loss at the 1e-3 level or more from the first step.
+- FSDP: the reduce-scatter and the sharded grad-norm add in yet another order, and AdamW
+  compounds the rounding over 40 steps (~1e-7 observed); FSDP_RTOL = 1e-5.
+- SIGKILL and restart: same world size, so the resumed run repeats the same arithmetic; the
+  required bound RESTART_RTOL = 1e-4 is loose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conftest import Harness, Run
+
+WORLD_RTOL = 1e-6
+FSDP_RTOL = 1e-5
+RESTART_RTOL = 1e-4
+
+
+def test_two_processes_match_one_process_at_the_same_global_batch(
+    harness: Harness, reference_one: Run, reference_two: Run
+) -> None:
+    assert len(reference_one.train_losses()) == 40
+    assert harness.max_rel_diff(reference_two.train_losses(), reference_one.train_losses()) <= WORLD_RTOL
+    assert harness.max_rel_diff(reference_two.eval_losses(), reference_one.eval_losses()) <= WORLD_RTOL
+
+
+def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: Run) -> None:
+    fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
+    assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL
+    assert harness.max_rel_diff(fsdp.eval_losses(), reference_one.eval_losses()) <= FSDP_RTOL
+
+
+def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss(
+    harness: Harness, reference_two: Run
+) -> None:
+    run = harness.start("sigkill-restart", nproc=2, max_restarts=1)
+    first_ckpt = run.checkpoint_dir / "step_00000010" / ".metadata"
+    harness.wait_for(run, first_ckpt.exists, "the step-10 checkpoint")
+    victim = harness.workers(run, 2)[-1]
+    assert run.proc.poll() is None, "the run finished before the kill; it must be longer"
+    os.kill(victim, signal.SIGKILL)
+    assert harness.finish(run) == 0, run.output()[-4000:]
+
+    records = [r for r in run.metrics() if r["event"] == "train"]
+    before = [r["step"] for r in records if r["attempt"] == 0]
+    after = [r["step"] for r in records if r["attempt"] == 1]
+    assert before and max(before) < 40, "the first attempt should have been cut short"
+    assert after, "torchrun should have restarted the workers"
+    resumed_at = after[0] - 1
+    assert resumed_at >= 10 and resumed_at % 10 == 0, f"resumed at {resumed_at}, not from a checkpoint"
+    assert f"resumed from {run.checkpoint_dir / f'step_{resumed_at:08d}'} at step {resumed_at}" in run.output()
+    assert after == list(range(resumed_at + 1, 41))
+
+    final, reference = run.metrics()[-1], reference_two.metrics()[-1]
+    assert final["event"] == reference["event"] == "summary"
+    assert abs(final["loss"] - reference["loss"]) / reference["loss"] <= RESTART_RTOL
+    assert abs(final["eval_loss"] - reference["eval_loss"]) / reference["eval_loss"] <= RESTART_RTOL
+
+
+def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: Run, tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    shutil.copytree(reference_two.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    resumed = harness.run("resize-2-to-1", checkpoint_dir=checkpoints)
+
+    losses = resumed.train_losses()
+    assert sorted(losses) == list(range(21, 41))
+    expected = {step: loss for step, loss in reference_two.train_losses().items() if step > 20}
+    assert harness.max_rel_diff(losses, expected) <= WORLD_RTOL
+    assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
+
+
+def _stop_after_a_few_steps(harness: Harness, run: Run, signal_pids: list[int]) -> int:
+    harness.wait_for(run, lambda: len(run.metrics()) >= 3, "three logged steps")
+    for pid in signal_pids:
+        os.kill(pid, signal.SIGTERM)
+    return harness.finish(run, timeout=120)
+
+
+def _assert_saved_at_last_logged_step(run: Run) -> int:
+    last = run.metrics()[-1]
+    step = int(last["step"])
+    folder = run.checkpoint_dir / f"step_{step:08d}"
+    assert (folder / ".metadata").is_file(), f"no complete checkpoint for step {step}"
+    state = json.loads((folder / "trainer.json").read_text())
+    assert state["step"] == step
+    assert state["consumed_samples"] == step * 16
+    return step
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(harness: Harness) -> None:
+    run = harness.start("sigterm-1proc", max_steps=100_000, checkpoint_every=100_000)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    assert code == 143, run.output()[-4000:]
+    step = _assert_saved_at_last_logged_step(run)
+    assert step < 100_000
+    assert "Traceback" not in run.output()
+    assert f"stop requested: saved {run.checkpoint_dir / f'step_{step:08d}'}" in run.output()
+
+
+def test_sigterm_to_one_rank_makes_every_rank_join_the_save(harness: Harness) -> None:
+    run = harness.start("sigterm-one-rank", nproc=2, max_steps=100_000, checkpoint_every=100_000)
+    victim = harness.workers(run, 2)[0]
+    code = _stop_after_a_few_steps(harness, run, [victim])
+    assert code != 0, "with --max-restarts 0 torchrun reports the interruption"
+    step = _assert_saved_at_last_logged_step(run)
+    for rank in (0, 1):
+        assert f"[trainer rank {rank}] stop requested: saved" in run.output()
+    assert step < 100_000
+    workers_output, agent_report = run.output().split("(exitcode: 143)", 1)
+    assert "Traceback" not in workers_output, "the workers should stop without an error"
+    assert "exitcode  : 143" in agent_report
+
+
+def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness) -> None:
+    """The Kubernetes path: kubelet signals PID 1, which is torchrun in the trainer image."""
+    run = harness.start("sigterm-agent", nproc=2, max_steps=100_000, checkpoint_every=100_000)
+    harness.workers(run, 2)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    assert code != 0, "torchrun reports that it was terminated"
+    step = _assert_saved_at_last_logged_step(run)
+    for rank in (0, 1):
+        assert f"[trainer rank {rank}] stop requested: saved" in run.output()
+    assert step < 100_000

@@ -1,0 +1,75 @@
+"""MFU arithmetic and the JSON-lines contract of the metrics file."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+
+from trainer.config import PRESETS
+from trainer.metrics import PEAK_BF16_TFLOPS, detect_peak_tflops, flops_per_token, mfu, peak_tflops_for
+from trainer.model import GPT, count_params, matmul_params
+
+if TYPE_CHECKING:
+    from conftest import Run
+
+
+def test_flops_per_token_is_six_n_plus_attention_term() -> None:
+    tiny = PRESETS["tiny"]  # dim 64, 2 layers, 4 heads of 16, vocab 256
+    n = 2 * 12 * 64 * 64 + 64 * 256
+    assert matmul_params(tiny) == n
+    assert flops_per_token(tiny, seq_len=128) == 6 * n + 12 * 2 * 4 * 16 * 128
+
+
+def test_matmul_params_are_all_parameters_but_embeddings_and_norms() -> None:
+    tiny = PRESETS["tiny"]
+    model = GPT(tiny)
+    embeddings = model.tok_emb.weight.numel() + model.pos_emb.weight.numel()
+    norms = sum(p.numel() for name, p in model.named_parameters() if "norm" in name)
+    assert matmul_params(tiny) == count_params(model) - embeddings - norms
+
+
+def test_mfu_is_achieved_flops_over_the_peak_of_all_devices() -> None:
+    assert mfu(1000.0, 10**9, 100.0, world_size=2) == pytest.approx(1000 * 1e9 / (2 * 100e12))
+
+
+def test_mfu_is_null_on_cpu() -> None:
+    assert detect_peak_tflops(torch.device("cpu")) is None
+    assert mfu(1000.0, 10**9, None, world_size=1) is None
+
+
+def test_peak_table_holds_the_catalog_values() -> None:
+    assert PEAK_BF16_TFLOPS == {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0}
+
+
+@pytest.mark.parametrize(
+    ("device_name", "tflops"),
+    [("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H200", 989.0),
+     ("NVIDIA L4", 121.0), ("NVIDIA L40S", None), ("Tesla T4", None)],
+)
+def test_peak_is_detected_from_the_cuda_device_name(device_name: str, tflops: float | None) -> None:
+    assert peak_tflops_for(device_name) == tflops
+
+
+def test_1b_preset_has_about_a_billion_parameters() -> None:
+    with torch.device("meta"):
+        model = GPT(PRESETS["1b"])
+    assert 0.95e9 < count_params(model) < 1.1e9
+
+
+def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: Run) -> None:
+    records = reference_one.metrics()
+    assert all(isinstance(r["step"], int) and isinstance(r["loss"], float) for r in records)
+    train = [r for r in records if r["event"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, 41))
+    for record in train:
+        assert record.keys() >= {"lr", "tokens_per_s", "mfu", "peak_memory_bytes", "grad_norm", "eval_loss"}
+        assert record["tokens_per_s"] > 0 and record["peak_memory_bytes"] > 0
+        assert record["mfu"] is None, "no peak is known on CPU"
+    assert [r["step"] for r in train if r["eval_loss"] is not None] == [20, 40]
+    summary = records[-1]
+    assert summary["event"] == "summary" and summary["step"] == 40
+    assert summary["loss"] == train[-1]["loss"] and summary["eval_loss"] == train[-1]["eval_loss"]
+    assert summary["tokens"] == 40 * 16 * 128
+    assert train[-1]["loss"] < train[0]["loss"] - 1.0, "the tiny model should learn the toy corpus"

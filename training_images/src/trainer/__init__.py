@@ -1,0 +1,1 @@
+"""Byte-level GPT trainer of the gpu-platform: `python -m trainer prepare|train|export`."""

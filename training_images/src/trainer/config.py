@@ -1,0 +1,235 @@
+"""Every knob of the trainer in one place, and the command line that sets them.
+
+The flag names are a contract with the platform (its job templates pass them), so they are
+spelt once here and nowhere else. Errors raised here reach the user as one line, so each
+message names the flag and what it expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import NoReturn
+
+
+class ConfigError(ValueError):
+    """A user mistake: printed as one line, never as a traceback."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the decoder; byte-level tokens make the vocabulary a fixed 256."""
+
+    dim: int
+    n_layers: int
+    n_heads: int
+    max_seq_len: int
+    vocab_size: int = 256
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# Sizes from a CPU smoke test up to roughly one billion parameters (see docs/trainer.md for
+# counts). Head dims stay at 64 or 128 so fused attention kernels apply on GPUs.
+PRESETS: dict[str, ModelConfig] = {
+    "tiny": ModelConfig(dim=64, n_layers=2, n_heads=4, max_seq_len=256),
+    "small": ModelConfig(dim=512, n_layers=8, n_heads=8, max_seq_len=1024),
+    "medium": ModelConfig(dim=1024, n_layers=16, n_heads=16, max_seq_len=2048),
+    "large": ModelConfig(dim=1536, n_layers=24, n_heads=12, max_seq_len=2048),
+    "1b": ModelConfig(dim=2048, n_layers=20, n_heads=16, max_seq_len=2048),
+}
+
+PARALLEL_MODES = ("ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: Path
+    checkpoint_dir: Path
+    preset: str
+    max_steps: int
+    checkpoint_every: int
+    global_batch_size: int
+    seq_len: int
+    seed: int
+    metrics_file: Path
+    parallel: str = "ddp"
+    micro_batch_size: int | None = None
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    log_every: int = 10
+    eval_every: int = 100
+    eval_samples: int = 64
+    keep_checkpoints: int = 3
+    peak_tflops: float | None = None
+    compile: bool = False
+    activation_checkpointing: bool = False
+    dist_timeout_s: float = 600.0
+
+    @property
+    def model(self) -> ModelConfig:
+        return PRESETS[self.preset]
+
+    def micro_batch_for(self, world_size: int) -> int:
+        """Default to one micro-batch per step: accumulation is only worth it when memory says so."""
+        per_rank = self.global_batch_size // world_size
+        return self.micro_batch_size if self.micro_batch_size is not None else per_rank
+
+    def accumulation_steps(self, world_size: int) -> int:
+        return self.global_batch_size // (world_size * self.micro_batch_for(world_size))
+
+    def check_world(self, world_size: int) -> None:
+        """Batch arithmetic is checked before the process group exists, so a typo never hangs."""
+        if self.global_batch_size % world_size:
+            raise ConfigError(
+                f"--global-batch-size {self.global_batch_size} is not divisible by the "
+                f"{world_size} processes; use a multiple of {world_size}"
+            )
+        per_rank = self.global_batch_size // world_size
+        micro = self.micro_batch_for(world_size)
+        if per_rank % micro:
+            raise ConfigError(
+                f"--micro-batch-size {micro} does not divide the {per_rank} samples each of "
+                f"the {world_size} processes takes per step (--global-batch-size "
+                f"{self.global_batch_size})"
+            )
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    input: Path
+    output: Path
+    val_fraction: float = 0.1
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    checkpoint_dir: Path
+    output: Path
+    prune: float
+    quantize: str
+    data: Path | None = None
+    eval_samples: int = 64
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints the whole usage block on error; the contract is a single line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """Open interval: 0 keeps nothing out (or prunes nothing), 1 leaves nothing to train on."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="trainer", description="Byte-level GPT trainer.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+
+    prepare = commands.add_parser("prepare", help="turn raw text into train/val token files")
+    prepare.add_argument("--input", type=Path, required=True, help="a text file or a folder")
+    prepare.add_argument("--output", type=Path, required=True, help="data folder to write")
+    prepare.add_argument("--val-fraction", type=_fraction, default=0.1)
+
+    train = commands.add_parser("train", help="train (single process or under torchrun)")
+    train.add_argument("--data", type=Path, required=True)
+    train.add_argument("--checkpoint-dir", type=Path, required=True)
+    train.add_argument("--preset", choices=sorted(PRESETS), required=True)
+    train.add_argument("--max-steps", type=_positive_int, required=True)
+    train.add_argument("--checkpoint-every", type=_positive_int, required=True)
+    train.add_argument("--global-batch-size", type=_positive_int, required=True)
+    train.add_argument("--seq-len", type=_positive_int, required=True)
+    train.add_argument("--seed", type=int, required=True)
+    train.add_argument("--metrics-file", type=Path, required=True)
+    train.add_argument("--parallel", choices=PARALLEL_MODES, default="ddp")
+    train.add_argument("--micro-batch-size", type=_positive_int, default=None)
+    train.add_argument("--lr", type=_positive_float, default=3e-4)
+    train.add_argument("--min-lr-ratio", type=_fraction, default=0.1)
+    train.add_argument("--warmup-steps", type=_non_negative_int, default=100)
+    train.add_argument("--weight-decay", type=float, default=0.1)
+    train.add_argument("--grad-clip", type=_positive_float, default=1.0)
+    train.add_argument("--log-every", type=_positive_int, default=10)
+    train.add_argument("--eval-every", type=_non_negative_int, default=100,
+                       help="0 evaluates only after the last step")
+    train.add_argument("--eval-samples", type=_positive_int, default=64)
+    train.add_argument("--keep-checkpoints", type=_non_negative_int, default=3,
+                       help="complete checkpoints to keep; 0 keeps all")
+    train.add_argument("--peak-tflops", type=_positive_float, default=None,
+                       help="peak bf16 dense TFLOPS of one accelerator, for MFU")
+    train.add_argument("--compile", action="store_true")
+    train.add_argument("--activation-checkpointing", action="store_true")
+    train.add_argument("--dist-timeout", dest="dist_timeout_s", type=_positive_float,
+                       default=600.0, help="seconds before a stuck collective fails")
+
+    export = commands.add_parser("export", help="prune and quantize a checkpoint for CPU inference")
+    export.add_argument("--checkpoint-dir", type=Path, required=True)
+    export.add_argument("--output", type=Path, required=True)
+    export.add_argument("--prune", type=_fraction, required=True, help="fraction of Linear weights to zero")
+    export.add_argument("--quantize", choices=("int8", "none"), required=True)
+    export.add_argument("--data", type=Path, default=None,
+                        help="data folder for the eval loss (default: the one the run trained on)")
+    export.add_argument("--eval-samples", type=_positive_int, default=64)
+    return parser
+
+
+def parse(argv: list[str]) -> PrepareConfig | TrainConfig | ExportConfig:
+    args = vars(build_parser().parse_args(argv))
+    command = args.pop("command")
+    if command == "prepare":
+        return PrepareConfig(**args)
+    if command == "export":
+        return ExportConfig(**args)
+    cfg = TrainConfig(**args)
+    if cfg.seq_len > cfg.model.max_seq_len:
+        raise ConfigError(
+            f"--seq-len {cfg.seq_len} exceeds the {cfg.model.max_seq_len}-token context of "
+            f"preset {cfg.preset!r}"
+        )
+    return cfg

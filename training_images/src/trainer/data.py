@@ -1,0 +1,197 @@
+"""Byte-level token files and a data order that survives restarts and resizes.
+
+On disk a prepared data folder holds `train.bin` and `val.bin` (raw token ids, read through
+numpy memmaps so a corpus larger than memory costs nothing to open) and `meta.json`, written
+last so its presence means the folder is complete.
+
+A sample is a fixed window of `seq_len + 1` tokens. The order of samples is a function of
+(seed, epoch) alone; a run's position in it is one number, the count of samples consumed.
+Each step takes the next `global_batch_size` positions and each rank its own slice of them,
+so the order does not depend on how many processes share the work: a run checkpointed with
+2 processes and resumed with 1 reads exactly what an uninterrupted run would have read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.config import ConfigError, PrepareConfig
+
+META_FILE = "meta.json"
+FORMAT = "trainer-tokens-v1"
+SPLIT_FILES = {"train": "train.bin", "val": "val.bin"}
+_DTYPES = {"uint8": np.uint8, "uint16": np.uint16}
+_CHUNK_BYTES = 16 << 20
+
+
+def _input_files(root: Path) -> list[Path]:
+    """Sorted so that the same folder always yields the same token stream; dotfiles skipped."""
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise ConfigError(f"--input {root}: no such file or folder")
+    files = [
+        p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    ]
+    if not files:
+        raise ConfigError(f"--input {root}: the folder holds no files")
+    return files
+
+
+def prepare(cfg: PrepareConfig) -> dict[str, object]:
+    """Stream the corpus into train/val token files; the last `val_fraction` is held out.
+
+    Holding out the tail keeps validation text disjoint from training text without reading the
+    corpus twice. Files are concatenated in sorted path order.
+    """
+    files = _input_files(cfg.input)
+    total = sum(p.stat().st_size for p in files)
+    val_tokens = int(total * cfg.val_fraction)
+    train_tokens = total - val_tokens
+    if train_tokens < 2 or val_tokens < 2:
+        raise ConfigError(
+            f"--input {cfg.input}: {total} bytes with --val-fraction {cfg.val_fraction} leaves "
+            "a split with fewer than 2 tokens"
+        )
+    cfg.output.mkdir(parents=True, exist_ok=True)
+    (cfg.output / META_FILE).unlink(missing_ok=True)
+    with open(cfg.output / SPLIT_FILES["train"], "wb") as train, open(
+        cfg.output / SPLIT_FILES["val"], "wb"
+    ) as val:
+        written = 0
+        for path in files:
+            with open(path, "rb") as src:
+                while chunk := src.read(_CHUNK_BYTES):
+                    to_train = max(0, min(len(chunk), train_tokens - written))
+                    train.write(chunk[:to_train])
+                    val.write(chunk[to_train:])
+                    written += len(chunk)
+    meta: dict[str, object] = {
+        "format": FORMAT,
+        "dtype": "uint8",
+        "vocab_size": 256,
+        "train_tokens": train_tokens,
+        "val_tokens": val_tokens,
+        "source": str(cfg.input),
+    }
+    (cfg.output / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+class TokenFile:
+    """One split of a prepared folder, cut into non-overlapping windows of seq_len+1 tokens."""
+
+    def __init__(self, data_dir: Path, split: str, seq_len: int) -> None:
+        meta_path = data_dir / META_FILE
+        if not meta_path.is_file():
+            raise ConfigError(
+                f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
+            )
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
+            raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
+        count = int(meta[f"{split}_tokens"])
+        self.seq_len = seq_len
+        self.num_samples = max(0, (count - 1) // seq_len)
+        if self.num_samples == 0:
+            raise ConfigError(
+                f"--data {data_dir}: the {split} split has {count} tokens, fewer than "
+                f"--seq-len {seq_len} + 1"
+            )
+        self.tokens = np.memmap(
+            data_dir / SPLIT_FILES[split], dtype=_DTYPES[meta["dtype"]], mode="r", shape=(count,)
+        )
+
+    def batch(self, sample_indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and next-token targets for the given samples, as int64 tensors."""
+        rows = np.stack(
+            [self.tokens[i * self.seq_len : i * self.seq_len + self.seq_len + 1] for i in sample_indices]
+        ).astype(np.int64)
+        window = torch.from_numpy(rows)
+        return window[:, :-1], window[:, 1:]
+
+
+class GlobalOrder:
+    """Maps a global sample position to a sample index: a fresh seeded shuffle per epoch."""
+
+    def __init__(self, num_samples: int, seed: int) -> None:
+        self.num_samples = num_samples
+        self.seed = seed
+        self._epoch = -1
+        self._perm = np.empty(0, dtype=np.int64)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:
+            rng = np.random.Generator(np.random.PCG64([self.seed, epoch]))
+            self._perm = rng.permutation(self.num_samples)
+            self._epoch = epoch
+        return self._perm
+
+    def indices(self, start: int, count: int) -> np.ndarray:
+        """Samples at positions [start, start+count), crossing an epoch boundary if needed."""
+        epochs, within = np.divmod(np.arange(start, start + count), self.num_samples)
+        out = np.empty(count, dtype=np.int64)
+        for epoch in np.unique(epochs):
+            in_epoch = epochs == epoch
+            out[in_epoch] = self.permutation(int(epoch))[within[in_epoch]]
+        return out
+
+
+@dataclass(frozen=True)
+class RankSlice:
+    """Which positions of each global batch one rank reads, micro-batch by micro-batch."""
+
+    rank: int
+    world_size: int
+    global_batch_size: int
+    micro_batch_size: int
+
+    def micro_batch_starts(self, batch_start: int) -> list[int]:
+        per_rank = self.global_batch_size // self.world_size
+        first = batch_start + self.rank * per_rank
+        return list(range(first, first + per_rank, self.micro_batch_size))
+
+
+class TrainBatches:
+    """The training stream of one rank, resumable from a consumed-samples count."""
+
+    def __init__(self, tokens: TokenFile, order: GlobalOrder, layout: RankSlice, consumed: int) -> None:
+        self.tokens = tokens
+        self.order = order
+        self.layout = layout
+        self.consumed = consumed
+
+    def next_step(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        micro = self.layout.micro_batch_size
+        batches = [
+            self.tokens.batch(self.order.indices(start, micro))
+            for start in self.layout.micro_batch_starts(self.consumed)
+        ]
+        self.consumed += self.layout.global_batch_size
+        return batches
+
+
+def eval_sample_count(tokens: TokenFile, samples: int, world_size: int) -> int:
+    """Rounded down to a multiple of the world size: under FSDP every rank must run the same
+    number of forward passes, or the all-gathers of the one with more would wait forever."""
+    return min(samples, tokens.num_samples) // world_size * world_size
+
+
+def eval_batches(
+    tokens: TokenFile, samples: int, rank: int, world_size: int, micro_batch_size: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The first validation windows in file order, dealt round-robin to ranks.
+
+    A fixed set, not a shuffle, so successive eval losses of one run are comparable.
+    """
+    mine = np.arange(rank, eval_sample_count(tokens, samples, world_size), world_size)
+    for start in range(0, len(mine), micro_batch_size):
+        yield tokens.batch(mine[start : start + micro_batch_size])

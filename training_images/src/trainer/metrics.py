@@ -1,0 +1,138 @@
+"""Throughput, MFU and memory, written as JSON lines by rank 0.
+
+Every line carries `step` (the step just completed, 1-based) and `loss`, so a consumer can read
+the file with one rule. `event` is "train" for interval lines and "summary" for the last one.
+Resumed runs append; `attempt` (torchrun's restart count) and `world_size` tell attempts apart.
+
+MFU counts the flops the model needs, not the ones the hardware ran: 6 per matmul parameter per
+token for forward plus backward, plus 12*L*H*Q*T for attention scores (L layers, H heads, Q head
+dim, T context). Recomputation by activation checkpointing is therefore not credited.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import time
+from pathlib import Path
+
+import torch
+
+from trainer.config import ModelConfig
+from trainer.model import matmul_params
+
+# Dense bf16 peak per accelerator in TFLOPS, from the vendors' datasheets (sparsity excluded).
+# Used only when --peak-tflops is not given; the platform passes the value from its catalog.
+PEAK_BF16_TFLOPS: dict[str, float] = {
+    "H200": 989.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L4": 121.0,
+}
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
+    return 6 * matmul_params(cfg) + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * seq_len
+
+
+def peak_tflops_for(device_name: str) -> float | None:
+    """Matched on whole words of the name, so an "L40S" is not taken for an "L4"."""
+    words = set(re.split(r"[^A-Za-z0-9]+", device_name.upper()))
+    return next((tflops for model, tflops in PEAK_BF16_TFLOPS.items() if model in words), None)
+
+
+def detect_peak_tflops(device: torch.device) -> float | None:
+    """Peak of the local accelerator; None on CPU or an unknown GPU, which makes MFU null."""
+    if device.type != "cuda":
+        return None
+    return peak_tflops_for(torch.cuda.get_device_name(device))
+
+
+def mfu(tokens_per_s: float, flops_per_tok: int, peak_tflops_per_device: float | None, world_size: int) -> float | None:
+    if peak_tflops_per_device is None:
+        return None
+    return tokens_per_s * flops_per_tok / (peak_tflops_per_device * 1e12 * world_size)
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Allocator peak on CUDA; on CPU the process's maximum resident set (Linux reports KiB)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class Metrics:
+    """Rates are measured per log interval, so a slow first (compiling) step fades out."""
+
+    def __init__(
+        self,
+        path: Path,
+        enabled: bool,
+        cfg: ModelConfig,
+        seq_len: int,
+        global_batch_size: int,
+        world_size: int,
+        peak_tflops: float | None,
+        device: torch.device,
+        start_step: int,
+    ) -> None:
+        self.path = path
+        self.enabled = enabled
+        self.flops_per_token = flops_per_token(cfg, seq_len)
+        self.tokens_per_step = global_batch_size * seq_len
+        self.world_size = world_size
+        self.peak_tflops = peak_tflops
+        self.device = device
+        self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        self.start_step = start_step
+        self.started = time.perf_counter()
+        self._mark_step = start_step
+        self._mark_time = self.started
+        self.last_eval_loss: float | None = None
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _write(self, record: dict[str, object]) -> None:
+        if self.enabled:
+            with open(self.path, "a") as out:
+                out.write(json.dumps(record) + "\n")
+
+    def log_step(self, step: int, loss: float, lr: float, grad_norm: float, eval_loss: float | None) -> None:
+        now = time.perf_counter()
+        tokens_per_s = (step - self._mark_step) * self.tokens_per_step / max(now - self._mark_time, 1e-9)
+        self._mark_step, self._mark_time = step, now
+        if eval_loss is not None:
+            self.last_eval_loss = eval_loss
+        self._write({
+            "event": "train",
+            "step": step,
+            "loss": loss,
+            "eval_loss": eval_loss,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens_per_s": tokens_per_s,
+            "mfu": mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size),
+            "peak_memory_bytes": peak_memory_bytes(self.device),
+            "world_size": self.world_size,
+            "attempt": self.attempt,
+        })
+
+    def summary(self, step: int, loss: float) -> None:
+        elapsed = time.perf_counter() - self.started
+        tokens = (step - self.start_step) * self.tokens_per_step
+        tokens_per_s = tokens / max(elapsed, 1e-9)
+        self._write({
+            "event": "summary",
+            "step": step,
+            "loss": loss,
+            "eval_loss": self.last_eval_loss,
+            "tokens": tokens,
+            "elapsed_s": elapsed,
+            "tokens_per_s": tokens_per_s,
+            "mfu": mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size),
+            "peak_memory_bytes": peak_memory_bytes(self.device),
+            "world_size": self.world_size,
+            "attempt": self.attempt,
+        })

@@ -1,0 +1,153 @@
+"""Process group life cycle and the wrapping of the model for DDP or FSDP2.
+
+Two upstream hazards shape this module (both in docs/trainer.md):
+- Under torchrun, the elastic agent can share its rendezvous TCP store with the workers and
+  keeps it across restarts, while the workers' keys are not scoped per attempt
+  (pytorch/pytorch#135712): restarted gloo workers can then read the previous attempt's keys
+  and hang while connecting. The launch environment sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1,
+  and independently of that, the store is prefixed here with the restart count.
+- Freeing a gloo process group at interpreter exit can deadlock. `shutdown` ends a run with a
+  barrier and an explicit destroy, bounded by a timeout; the CLI then leaves with os._exit so
+  the interpreter never tears down what is left.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ContextManager
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.model import GPT
+
+TEARDOWN_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def world_from_env() -> tuple[int, int, int]:
+    """(rank, world size, local rank) as torchrun sets them; a plain process is rank 0 of 1."""
+    return (
+        int(os.environ.get("RANK", "0")),
+        int(os.environ.get("WORLD_SIZE", "1")),
+        int(os.environ.get("LOCAL_RANK", "0")),
+    )
+
+
+def init_distributed(timeout: timedelta) -> Dist:
+    """Always create a process group, even for one process, so the trainer has one code path."""
+    rank, world_size, local_rank = world_from_env()
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "cuda:nccl,cpu:gloo"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if "MASTER_ADDR" in os.environ:
+        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
+        store.set_timeout(timeout)
+    else:
+        store = dist.HashStore()
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(f"trainer/attempt_{attempt}", store),
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+        device_id=device if device.type == "cuda" else None,
+    )
+    return Dist(rank=rank, world_size=world_size, device=device)
+
+
+def parallelize(
+    model: GPT, d: Dist, mode: str, compile_blocks: bool, activation_checkpointing: bool
+) -> nn.Module:
+    """Blocks are compiled and sharded one by one: smaller graphs, and FSDP can overlap the
+    all-gather of block i+1 with the compute of block i."""
+    model.checkpoint_blocks = activation_checkpointing
+    if compile_blocks:
+        for block in model.blocks:
+            block.compile()
+    if mode == "fsdp":
+        policy = (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if d.device.type == "cuda"
+            else MixedPrecisionPolicy()
+        )
+        for block in model.blocks:
+            fully_shard(block, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+        return model
+    if d.world_size == 1:
+        return model
+    return DistributedDataParallel(model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+
+
+@contextmanager
+def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Skip the gradient reduction on all but the last micro-batch of a step."""
+    if isinstance(model, DistributedDataParallel) and not enabled:
+        with model.no_sync():
+            yield
+        return
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(enabled)
+    yield
+
+
+def autocast(device: torch.device) -> ContextManager[object]:
+    """bf16 compute on GPUs; CPU runs stay fp32 so tests compare exact arithmetic."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def shutdown(clean: bool) -> None:
+    """Close the process group within TEARDOWN_TIMEOUT_S, whatever the peers do.
+
+    After a failure the peers may be gone, so the closing barrier is skipped. The work runs in a
+    daemon thread: if it hangs, the caller's os._exit still ends the process.
+    """
+    if not dist.is_initialized():
+        return
+
+    def close() -> None:
+        if clean:
+            dist.barrier()
+        dist.destroy_process_group()
+
+    closer = threading.Thread(target=close, name="trainer-teardown", daemon=True)
+    closer.start()
+    closer.join(TEARDOWN_TIMEOUT_S)
+    if closer.is_alive():
+        print(
+            f"[trainer] process group teardown exceeded {TEARDOWN_TIMEOUT_S:.0f}s; exiting anyway",
+            file=sys.stderr,
+            flush=True,
+        )

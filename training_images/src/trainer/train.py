@@ -1,0 +1,159 @@
+"""The training loop; data, parallelism, checkpoints and metrics live in their own modules."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import replace
+from datetime import timedelta
+from types import FrameType
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.optim import Optimizer
+
+from trainer import parallel
+from trainer.checkpoint import Checkpointer, TrainerState, step_folder
+from trainer.config import ConfigError, TrainConfig
+from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count
+from trainer.metrics import Metrics, detect_peak_tflops
+from trainer.model import GPT, count_params, lm_loss
+from trainer.optim import build_optimizer, lr_at, set_lr
+
+# Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
+# count the run as interrupted and start it again (it then resumes), never as finished.
+EXIT_PREEMPTED = 143
+
+
+class StopRequest:
+    """SIGTERM (spot reclaim, pod eviction) only sets a flag; ranks agree on it at step ends."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+
+def log(message: str, rank: int) -> None:
+    print(f"[trainer rank {rank}] {message}", file=sys.stderr, flush=True)
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: Optimizer,
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    d: parallel.Dist,
+    grad_clip: float,
+    stop_requested: bool,
+) -> tuple[float, float, bool]:
+    """One optimizer step; returns the global mean loss, the grad norm and whether to stop.
+
+    The stop flag rides on the loss all-reduce, so every rank learns of any rank's SIGTERM at
+    the same step and they all join the save.
+    """
+    loss_sum = torch.zeros((), device=d.device)
+    for i, (inputs, targets) in enumerate(micro_batches):
+        with parallel.grad_sync(model, enabled=i == len(micro_batches) - 1):
+            with parallel.autocast(d.device):
+                logits = model(inputs.to(d.device, non_blocking=True))
+            loss = lm_loss(logits, targets.to(d.device, non_blocking=True)) / len(micro_batches)
+            loss.backward()
+        loss_sum += loss.detach()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if isinstance(grad_norm, DTensor):
+        grad_norm = grad_norm.full_tensor()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    shared = torch.stack([loss_sum, torch.tensor(float(stop_requested), device=d.device)])
+    loss_total, stops = parallel.all_reduce_sum(shared).tolist()
+    return loss_total / d.world_size, float(grad_norm), stops > 0
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
+    """Mean token loss over the fixed held-out set, summed across ranks."""
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64, device=d.device)
+    for inputs, targets in eval_batches(val, samples, d.rank, d.world_size, micro):
+        with parallel.autocast(d.device):
+            logits = model(inputs.to(d.device))
+        totals[0] += lm_loss(logits, targets.to(d.device), reduction="sum").double()
+        totals[1] += targets.numel()
+    model.train()
+    parallel.all_reduce_sum(totals)
+    return float(totals[0] / totals[1])
+
+
+def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split: TokenFile) -> int:
+    stop = StopRequest()
+    torch.manual_seed(cfg.seed)
+    with d.device:
+        core = GPT(cfg.model)
+    model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
+    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
+    checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints, d.is_main)
+    resumed = checkpointer.load_latest(model, optimizer, cfg.model)
+    state = TrainerState(
+        step=resumed.step if resumed else 0,
+        consumed_samples=resumed.consumed_samples if resumed else 0,
+        model=cfg.model.to_dict(),
+        seq_len=cfg.seq_len,
+        data=str(cfg.data.resolve()),
+    )
+    if resumed and d.is_main:
+        log(f"resumed from {step_folder(cfg.checkpoint_dir, state.step)} at step {state.step}", d.rank)
+    if state.step >= cfg.max_steps:
+        if d.is_main:
+            log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
+        return 0
+    micro = cfg.micro_batch_for(d.world_size)
+    if d.is_main:
+        log(f"preset {cfg.preset}: {count_params(core):,} parameters; global batch {cfg.global_batch_size} = "
+            f"{d.world_size} processes x {cfg.accumulation_steps(d.world_size)} micro-batches x {micro}", d.rank)
+    layout = RankSlice(d.rank, d.world_size, cfg.global_batch_size, micro)
+    batches = TrainBatches(train_split, GlobalOrder(train_split.num_samples, cfg.seed), layout, state.consumed_samples)
+    peak = cfg.peak_tflops or detect_peak_tflops(d.device)
+    metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
+                      d.world_size, peak, d.device, state.step)
+
+    while state.step < cfg.max_steps:
+        lr = lr_at(state.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
+        set_lr(optimizer, lr)
+        loss, grad_norm, stopping = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, stop.requested)
+        state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
+        last = state.step == cfg.max_steps
+        eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
+        eval_loss = evaluate(core, val_split, cfg.eval_samples, micro, d) if eval_due else None
+        if last or stopping or eval_due or state.step % cfg.log_every == 0:
+            metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
+        if last or stopping or state.step % cfg.checkpoint_every == 0:
+            checkpointer.save(model, optimizer, state)
+        if stopping and not last:
+            log(f"stop requested: saved {step_folder(cfg.checkpoint_dir, state.step)}, exiting", d.rank)
+            return EXIT_PREEMPTED
+    metrics.summary(state.step, loss)
+    return 0
+
+
+def run(cfg: TrainConfig) -> int:
+    """Check everything checkable before joining the process group: a bad flag must not hang."""
+    _, world_size, _ = parallel.world_from_env()
+    cfg.check_world(world_size)
+    train_split = TokenFile(cfg.data, "train", cfg.seq_len)
+    val_split = TokenFile(cfg.data, "val", cfg.seq_len)
+    if eval_sample_count(val_split, cfg.eval_samples, world_size) == 0:
+        raise ConfigError(
+            f"--data {cfg.data}: the val split holds {val_split.num_samples} samples of "
+            f"--seq-len {cfg.seq_len}, fewer than the {world_size} processes"
+        )
+    d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
+    clean = False
+    try:
+        code = train(cfg, d, train_split, val_split)
+        clean = True
+        return code
+    finally:
+        parallel.shutdown(clean)
