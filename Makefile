@@ -4,7 +4,7 @@ VENV ?= .venv
 STACK ?= dev-aws
 BIN = $(VENV)/bin
 
-.PHONY: setup synth test typecheck
+.PHONY: setup setup-trainer synth test typecheck
 
 # Reinstall when the project's dependencies change.
 $(VENV)/.installed: pyproject.toml
@@ -13,12 +13,21 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
+# The trainer (training_images/) and the CPU build of torch its tests run on. The exact pin
+# keeps pip from choosing a newer, CUDA-sized build.
+$(VENV)/.trainer-installed: $(VENV)/.installed training_images/pyproject.toml
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e training_images
+	touch $@
+
 setup: $(VENV)/.installed
+
+setup-trainer: $(VENV)/.trainer-installed
 
 synth: setup
 	$(BIN)/gpu-platform synth $(STACK)
 
-test: setup
+test: setup setup-trainer
 	$(BIN)/pyright
 	$(BIN)/pytest
 
