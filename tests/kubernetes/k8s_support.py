@@ -9,12 +9,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from helpers import SHARED, require_shared
+
 from components.pools import Pool, derive_pools
 from components.spec import PlatformSpec, parse_spec
 from infra import program, stackfile, synth
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
 CHART_DATA = SHARED / "charts"
 SCHEMAS = SHARED / "schemas"
 
@@ -43,6 +44,7 @@ def synthesize(platform: dict[str, Any], stack: str = "onprem") -> synth.Synthes
 @cache
 def chart_keys(chart: str, version: str) -> dict[str, Any]:
     """The values keys a pinned chart reads (shared/charts/<chart>-<version>.keys.json)."""
+    require_shared()
     return json.loads((CHART_DATA / f"{chart}-{version}.keys.json").read_text())
 
 
@@ -69,6 +71,7 @@ def _closed(schema: Any) -> Any:
 @cache
 def crd_schema(api_version: str, kind: str) -> dict[str, Any] | None:
     """The upstream CRD schema of a custom resource kind, closed; None for built-in kinds."""
+    require_shared()
     path = SCHEMAS / f"{api_version.replace('/', '_')}_{kind}.json"
     if not path.is_file():
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import require_shared
 from k8s_support import CHART_DATA, chart_keys
 
 from components import charts
@@ -42,6 +43,7 @@ def test_subchart_keys_are_left_to_the_subchart() -> None:
 
 @pytest.mark.parametrize("chart", charts.CHARTS, ids=lambda c: c.name)
 def test_every_pinned_chart_has_its_reference_data_at_the_pinned_version(chart: charts.Chart) -> None:
+    require_shared()
     assert (CHART_DATA / f"{chart.name}-{chart.version}.values.yaml").is_file()
     assert chart_keys(chart.name, chart.version)["referenced"]
 
