@@ -1,0 +1,227 @@
+"""GCP-only rules: the `gcp` section, GKE names, zones, networks, auto-provisioning."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from components import catalog
+from components.spec.models import (
+    AuthorizedNetworkSpec,
+    GcpNetworkSpec,
+    GcpSpec,
+    NodeAutoProvisioningSpec,
+    NodePoolSpec,
+    PlatformSpec,
+)
+from components.spec.problems import DNS_LABEL, ROOT, Problem, cloud_only_problems, did_you_mean
+
+# --- GCP-only rules -------------------------------------------------------------------------
+
+_GCP = f"{ROOT}.gcp"
+# Pool fields only the GCP wing reads.
+_GCP_POOL_FIELDS = ("driver_version", "reservation", "compact_placement", "multi_gpu_training")
+# A zone is `<region>-<letter>` (Compute Engine regions and zones page).
+_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+# GKE node pool names: 1-40 characters, starting with a letter (GKE node pool API).
+_GKE_POOL_NAME_MAX = 40
+# Service account ids are 6-30 characters (IAM API); the wing names two `<cluster>-trainer`
+# and `<cluster>-nodes`, so the cluster name gets 30 - len("-trainer").
+_GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
+# The GKE name of the wing's CPU pool, so no GPU pool may take it.
+GKE_SYSTEM_POOL = "system"
+# GKE accepts 2-48 clients per shared GPU (GKE GPU sharing: time-sharing and MPS pages).
+_GKE_MAX_SHARED_CLIENTS = 48
+
+
+def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
+    """GKE rules, and GCP-only settings refused on other clouds."""
+    if spec.cloud != "gcp":
+        return cloud_only_problems(spec, "gcp", _GCP_POOL_FIELDS)
+    if spec.gcp is None:
+        return [Problem(_GCP, "required for cloud: gcp (at least `zones`: where the GPU nodes run)")]
+    gcp = spec.gcp
+    problems = _gke_cluster_name_problems(spec.cluster.name)
+    problems += _gcp_zone_problems(gcp.zones, f"{_GCP}.zones", region)
+    if not gcp.zones:
+        problems.append(Problem(f"{_GCP}.zones", "required: the zones the nodes run in; pick zones that offer the pools' GPUs"))
+    problems += _gcp_network_problems(gcp.network)
+    problems += _authorized_network_problems(spec, gcp.authorized_networks)
+    problems += _node_auto_provisioning_problems(spec, gcp.node_auto_provisioning)
+    if gcp.system_nodes.max_nodes < gcp.system_nodes.min_nodes:
+        problems.append(
+            Problem(
+                f"{_GCP}.systemNodes.maxNodes",
+                f"must be >= minNodes ({gcp.system_nodes.min_nodes}), got {gcp.system_nodes.max_nodes}",
+            )
+        )
+    for i, pool in enumerate(spec.node_pools):
+        problems += _gke_pool_problems(spec, gcp, pool, f"{ROOT}.nodePools[{i}]", region)
+    return problems
+
+
+def _gke_cluster_name_problems(name: str) -> list[Problem]:
+    if not DNS_LABEL.match(name):
+        return []
+    if not name[0].isalpha() or len(name) > _GKE_CLUSTER_NAME_MAX:
+        return [
+            Problem(
+                f"{ROOT}.cluster.name",
+                f"on gcp: start with a letter and use at most {_GKE_CLUSTER_NAME_MAX} characters "
+                f"(service account ids '<name>-trainer' must fit in 30), got {name!r}",
+            )
+        ]
+    return []
+
+
+def _gcp_zone_problems(zones: list[str], path: str, region: str | None) -> list[Problem]:
+    problems: list[Problem] = []
+    for j, zone in enumerate(zones):
+        if not _GCP_ZONE.match(zone):
+            problems.append(Problem(f"{path}[{j}]", f"expected a GCP zone like us-central1-a, got {zone!r}"))
+        elif region is not None and zone.rsplit("-", 1)[0] != region:
+            problems.append(Problem(f"{path}[{j}]", f"zone {zone} is not in the stack's region {region} (gcp:region)"))
+    duplicates = sorted(zone for zone, count in Counter(zones).items() if count > 1)
+    if duplicates:
+        problems.append(Problem(path, f"duplicate zones: {', '.join(duplicates)}"))
+    return problems
+
+
+def _gke_pool_problems(
+    spec: PlatformSpec, gcp: GcpSpec, pool: NodePoolSpec, at: str, region: str | None
+) -> list[Problem]:
+    problems = _gcp_zone_problems(pool.zones, f"{at}.zones", region)
+    if pool.name == GKE_SYSTEM_POOL:
+        problems.append(Problem(f"{at}.name", f"'{GKE_SYSTEM_POOL}' is the GKE name of the platform's CPU pool; pick another"))
+    elif DNS_LABEL.match(pool.name) and (len(pool.name) > _GKE_POOL_NAME_MAX or not pool.name[0].isalpha()):
+        problems.append(
+            Problem(f"{at}.name", f"on gcp: start with a letter and use at most {_GKE_POOL_NAME_MAX} characters (GKE node pool names), got {pool.name!r}")
+        )
+    if pool.compact_placement and len(pool.zones or gcp.zones) != 1:
+        zones = ", ".join(pool.zones or gcp.zones) or "none"
+        problems.append(
+            Problem(f"{at}.compactPlacement", f"needs the pool in exactly one zone (set the pool's zones to one), got {zones}")
+        )
+    if spec.device_plugin != "managed" or pool.sharing.mode not in ("time-slicing", "mps"):
+        return problems
+    if pool.multi_gpu_training:
+        problems.append(
+            Problem(
+                f"{at}.sharing.mode",
+                f"{pool.sharing.mode} through GKE's device plugin gives each pod at most one GPU, but this pool "
+                "is marked multiGpuTraining; drop the sharing, or set devicePlugin: nvidia",
+            )
+        )
+    if pool.sharing.replicas is not None and pool.sharing.replicas > _GKE_MAX_SHARED_CLIENTS:
+        problems.append(
+            Problem(f"{at}.sharing.replicas", f"GKE shares a GPU between at most {_GKE_MAX_SHARED_CLIENTS} pods, got {pool.sharing.replicas}")
+        )
+    return problems
+
+
+def _cidr_problem(value: str) -> str | None:
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError:
+        return f"expected an IPv4 CIDR block like 10.0.0.0/20, got {value!r}"
+    return None
+
+
+def _gcp_network_problems(network: GcpNetworkSpec) -> list[Problem]:
+    at = f"{_GCP}.network"
+    if network.existing is not None:
+        if "cidrs" in network.model_fields_set:
+            return [Problem(f"{at}.cidrs", "only when the wing creates the network; an existing one brings its own ranges")]
+        return []
+    problems: list[Problem] = []
+    ranges: dict[str, ipaddress.IPv4Network] = {}
+    for key in ("nodes", "pods", "services"):
+        value: str = getattr(network.cidrs, key)
+        problem = _cidr_problem(value)
+        if problem:
+            problems.append(Problem(f"{at}.cidrs.{key}", problem))
+            continue
+        block = ipaddress.IPv4Network(value)
+        if not block.is_private:
+            problems.append(Problem(f"{at}.cidrs.{key}", f"expected a private (RFC 1918) range, got {value}"))
+        for other, other_block in ranges.items():
+            if block.overlaps(other_block):
+                problems.append(Problem(f"{at}.cidrs.{key}", f"{value} overlaps cidrs.{other} ({other_block})"))
+        ranges[key] = block
+    return problems
+
+
+def _authorized_network_problems(spec: PlatformSpec, networks: list[AuthorizedNetworkSpec]) -> list[Problem]:
+    at = f"{_GCP}.authorizedNetworks"
+    if spec.environment == "prod" and not networks:
+        return [Problem(at, "required in prod: the CIDR blocks that may reach the control plane (your office, VPN, CI)")]
+    problems: list[Problem] = []
+    for j, network in enumerate(networks):
+        problem = _cidr_problem(network.cidr)
+        if problem:
+            problems.append(Problem(f"{at}[{j}].cidr", problem))
+        elif spec.environment == "prod" and ipaddress.IPv4Network(network.cidr).prefixlen == 0:
+            problems.append(Problem(f"{at}[{j}].cidr", f"{network.cidr} opens the control plane to the whole internet; not in prod"))
+    return problems
+
+
+def _node_auto_provisioning_problems(spec: PlatformSpec, nap: NodeAutoProvisioningSpec) -> list[Problem]:
+    at = f"{_GCP}.nodeAutoProvisioning"
+    accelerators = sorted({t.gke_accelerator for t in catalog.INSTANCE_TYPES.values() if t.cloud == "gcp"})
+    problems = [
+        Problem(f"{at}.gpuLimits.{name}", f"unknown GKE accelerator type{did_you_mean(name, accelerators)}; one of {', '.join(accelerators)}")
+        for name in nap.gpu_limits
+        if name not in accelerators
+    ]
+    if not nap.enabled:
+        problems += [
+            Problem(f"{at}.{key}", "only with enabled: true")
+            for field, key in (("max_cpu", "maxCpu"), ("max_memory_gib", "maxMemoryGib"), ("gpu_limits", "gpuLimits"))
+            if field in nap.model_fields_set
+        ]
+        return problems
+    needs = _declared_pool_maxima(spec)
+    for value, key, need, unit in (
+        (nap.max_cpu, "maxCpu", needs.vcpus, "vCPUs"),
+        (nap.max_memory_gib, "maxMemoryGib", needs.memory_gib, "GiB"),
+    ):
+        if value is None:
+            problems.append(Problem(f"{at}.{key}", "required with enabled: true (a cluster total GKE needs for auto-provisioning)"))
+        elif value < need:
+            problems.append(
+                Problem(f"{at}.{key}", f"at least {need} {unit}: GKE counts the GPU pools at their maximum against it, got {value}")
+            )
+    for accelerator, gpus in sorted(needs.gpus.items()):
+        have = nap.gpu_limits.get(accelerator, 0)
+        if have < gpus:
+            problems.append(
+                Problem(
+                    f"{at}.gpuLimits.{accelerator}",
+                    f"at least {gpus}: GKE counts the GPU pools at their maximum against it, got {have}",
+                )
+            )
+    return problems
+
+
+@dataclass(frozen=True)
+class _PoolMaxima:
+    vcpus: int
+    memory_gib: int
+    # GPUs per GKE accelerator type.
+    gpus: dict[str, int]
+
+
+def _declared_pool_maxima(spec: PlatformSpec) -> _PoolMaxima:
+    """What every GPU pool holds at maxNodes (catalog shapes)."""
+    vcpus = memory = 0
+    gpus: Counter[str] = Counter()
+    for pool in spec.node_pools:
+        shape = catalog.INSTANCE_TYPES.get(pool.instance_type or "")
+        if shape is None:
+            continue
+        vcpus += shape.vcpus * pool.max_nodes
+        memory += shape.memory_gib * pool.max_nodes
+        gpus[shape.gke_accelerator] += (pool.gpus_per_node or shape.gpus_per_node) * pool.max_nodes
+    return _PoolMaxima(vcpus, memory, dict(gpus))

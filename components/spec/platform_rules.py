@@ -1,0 +1,179 @@
+"""Rules every stack follows: cluster, pools, instance types, sharing, the trainer image."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Literal
+
+from components import catalog
+from components.spec.models import NodePoolSpec, PlatformSpec
+from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
+
+def platform_problems(spec: PlatformSpec) -> list[Problem]:
+    problems = cluster_problems(spec) + trainer_problems(spec)
+    names = Counter(pool.name for pool in spec.node_pools)
+    for i, pool in enumerate(spec.node_pools):
+        at = f"{ROOT}.nodePools[{i}]"
+        problems += pool_name_problems(spec, pool, at, names)
+        problems += pool_hardware_problems(spec, pool, at)
+        if pool.max_nodes < pool.min_nodes:
+            problems.append(
+                Problem(f"{at}.maxNodes", f"must be >= minNodes ({pool.min_nodes}), got {pool.max_nodes}")
+            )
+        problems += sharing_problems(pool, at)
+    return problems
+
+
+def cluster_problems(spec: PlatformSpec) -> list[Problem]:
+    at = f"{ROOT}.cluster"
+    problems = dns_label_problems(spec.cluster.name, f"{at}.name")
+    if spec.cluster.kubernetes_version not in catalog.SUPPORTED_KUBERNETES_VERSIONS:
+        supported = ", ".join(catalog.SUPPORTED_KUBERNETES_VERSIONS)
+        problems.append(
+            Problem(
+                f"{at}.kubernetesVersion",
+                f"expected one of {supported}, got {spec.cluster.kubernetes_version!r}",
+            )
+        )
+    if spec.cloud == "existing" and not spec.cluster.context:
+        problems.append(
+            Problem(f"{at}.context", "required for cloud: existing (the kubeconfig context to use)")
+        )
+    if spec.cloud != "existing" and spec.cluster.context is not None:
+        problems.append(
+            Problem(f"{at}.context", f"only for cloud: existing; the {spec.cloud} wing builds its own kubeconfig")
+        )
+    return problems
+
+
+_IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:-][a-zA-Z0-9_.-]+)*(@sha256:[0-9a-f]{64})?$")
+
+
+def trainer_problems(spec: PlatformSpec) -> list[Problem]:
+    image = spec.trainer.image
+    at = f"{ROOT}.trainer.image"
+    if image == "build" and spec.cloud == "existing":
+        return [Problem(at, "`build` pushes to the stack's registry, which only aws and gcp stacks have; name an image")]
+    if image is not None and image != "build" and not _IMAGE_REF.match(image):
+        return [Problem(at, f"expected `build` or an image reference like registry/repo:tag, got {image!r}")]
+    return []
+
+
+
+
+def pool_name_problems(
+    spec: PlatformSpec, pool: NodePoolSpec, at: str, names: Counter[str]
+) -> list[Problem]:
+    problems = dns_label_problems(pool.name, f"{at}.name")
+    if names[pool.name] > 1:
+        problems.append(Problem(f"{at}.name", f"duplicate pool name {pool.name!r}: pool names must be unique"))
+    combined = f"{spec.cluster.name}-{pool.name}"
+    cluster_ok = not dns_label_problems(spec.cluster.name, "")
+    if cluster_ok and not problems and len(combined) > MAX_NAME:
+        problems.append(
+            Problem(
+                f"{at}.name",
+                f"'{combined}' (cluster name + pool name) is longer than {MAX_NAME} characters; shorten either",
+            )
+        )
+    return problems
+
+
+def pool_hardware_problems(spec: PlatformSpec, pool: NodePoolSpec, at: str) -> list[Problem]:
+    if spec.cloud == "existing":
+        return existing_pool_problems(pool, at)
+    problems = [
+        Problem(f"{at}.{key}", f"only for cloud: existing; on {spec.cloud} the instanceType decides it")
+        for key, value in (("gpuModel", pool.gpu_model), ("nodeSelector", pool.node_selector))
+        if value
+    ]
+    if pool.instance_type is None:
+        return [*problems, Problem(f"{at}.instanceType", "required field is missing")]
+    problem = instance_type_problem(pool.instance_type, spec.cloud)
+    if problem:
+        return [*problems, Problem(f"{at}.instanceType", problem)]
+    shape = catalog.INSTANCE_TYPES[pool.instance_type]
+    if pool.gpus_per_node is not None and pool.gpus_per_node not in shape.gpu_counts:
+        counts = " or ".join(str(c) for c in shape.gpu_counts)
+        problems.append(
+            Problem(f"{at}.gpusPerNode", f"{pool.instance_type} carries {counts} GPUs, got {pool.gpus_per_node}")
+        )
+    return problems
+
+
+def instance_type_problem(name: str, cloud: Literal["aws", "gcp"]) -> str | None:
+    """Why `name` cannot back an NVIDIA pool on `cloud`, or None when it can."""
+    if catalog.family(name) in catalog.NOT_NVIDIA:
+        return f"{name} has {catalog.NOT_NVIDIA[catalog.family(name)]}; pick an NVIDIA GPU type"
+    shape = catalog.INSTANCE_TYPES.get(name)
+    if shape is None:
+        hint = did_you_mean(name, catalog.instance_types(cloud))
+        return f"{name!r} is not an NVIDIA GPU type in the {cloud} catalog{hint}"
+    if shape.cloud != cloud:
+        return f"{name} is a {shape.cloud} type, but this stack's cloud is {cloud}"
+    return None
+
+
+def existing_pool_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
+    problems: list[Problem] = []
+    if pool.instance_type is not None:
+        problems.append(
+            Problem(f"{at}.instanceType", "not for cloud: existing; describe the nodes with gpuModel and gpusPerNode")
+        )
+    if pool.gpu_model is None:
+        problems.append(Problem(f"{at}.gpuModel", f"required for cloud: existing; one of {', '.join(catalog.GPU_MODELS)}"))
+    elif pool.gpu_model not in catalog.GPU_MODELS:
+        hint = did_you_mean(pool.gpu_model, list(catalog.GPU_MODELS))
+        problems.append(
+            Problem(f"{at}.gpuModel", f"unknown GPU model {pool.gpu_model!r}{hint}; one of {', '.join(catalog.GPU_MODELS)}")
+        )
+    if pool.gpus_per_node is None:
+        problems.append(Problem(f"{at}.gpusPerNode", "required for cloud: existing"))
+    if not pool.node_selector:
+        problems.append(Problem(f"{at}.nodeSelector", "required for cloud: existing: the labels that find these nodes"))
+    if pool.min_nodes != pool.max_nodes:
+        problems.append(
+            Problem(f"{at}.maxNodes", f"existing nodes do not scale: set minNodes = maxNodes (the node count), got {pool.min_nodes} and {pool.max_nodes}")
+        )
+    if pool.capacity != "on-demand":
+        problems.append(Problem(f"{at}.capacity", "existing nodes are not spot capacity: leave capacity unset"))
+    return problems
+
+
+def sharing_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
+    sharing = pool.sharing
+    at = f"{at}.sharing"
+    problems: list[Problem] = []
+    if sharing.mode in ("time-slicing", "mps"):
+        if sharing.replicas is None:
+            problems.append(Problem(f"{at}.replicas", f"required for mode {sharing.mode} (at least 2)"))
+        elif sharing.replicas < 2:
+            problems.append(Problem(f"{at}.replicas", f"expected at least 2 for mode {sharing.mode}, got {sharing.replicas}"))
+    elif sharing.replicas is not None:
+        problems.append(Problem(f"{at}.replicas", f"only for time-slicing and mps, not mode {sharing.mode}"))
+    if sharing.mode != "mig":
+        if sharing.profile is not None:
+            problems.append(Problem(f"{at}.profile", f"only for mode mig, not mode {sharing.mode}"))
+        return problems
+    gpu = gpu_model_name(pool)
+    if gpu is None:
+        return problems
+    profiles = catalog.GPU_MODELS[gpu].mig_profiles
+    if not profiles:
+        problems.append(Problem(f"{at}.mode", f"{gpu} GPUs have no MIG; use time-slicing or mps"))
+    elif sharing.profile is None:
+        problems.append(Problem(f"{at}.profile", f"required for mode mig; one of {', '.join(profiles)}"))
+    elif sharing.profile not in profiles:
+        problems.append(
+            Problem(f"{at}.profile", f"{gpu} has no MIG profile {sharing.profile!r}; one of {', '.join(profiles)}")
+        )
+    return problems
+
+
+def gpu_model_name(pool: NodePoolSpec) -> str | None:
+    """The pool's GPU model, from its instance type or (existing clusters) its gpuModel."""
+    if pool.instance_type is not None:
+        shape = catalog.INSTANCE_TYPES.get(pool.instance_type)
+        return shape.gpu if shape else None
+    return pool.gpu_model if pool.gpu_model in catalog.GPU_MODELS else None
