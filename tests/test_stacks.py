@@ -20,3 +20,29 @@ def test_stack_synthesizes(stack: str, synthesized) -> None:
     result = synthesized(stack)
     assert result.stack == stack
     assert result.outputs["clusterName"]
+
+
+def test_the_committed_schema_is_the_generated_one(repo: Path) -> None:
+    import json
+
+    from components.spec import stack_file_schema
+
+    committed = json.loads((repo / "stacks" / "stack.schema.json").read_text())
+    assert committed == stack_file_schema(), "regenerate: gpu-platform schema > stacks/stack.schema.json"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_files_validate_against_the_schema_editors_use(stack: str, repo: Path) -> None:
+    import jsonschema
+    import yaml
+
+    from components.spec import stack_file_schema
+
+    document = yaml.safe_load((repo / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    jsonschema.validate(document, stack_file_schema())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_files_point_editors_at_the_schema(stack: str, repo: Path) -> None:
+    first = (repo / "stacks" / f"Pulumi.{stack}.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=./stack.schema.json"
