@@ -27,7 +27,7 @@ TRAINER_UID = 10001
 DATA_MOUNT = "/data"
 # On aws and existing clusters the data volume is a claim each team namespace holds; on GKE
 # the stack's bucket is mounted directly through the GCS FUSE CSI driver.
-DATA_CLAIM = "training-data"
+DATA_CLAIM = naming.DATA_CLAIM
 GCS_FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_FUSE_ANNOTATION = "gke-gcsfuse/volumes"
 # torchrun restarts the workers this many times before the JobSet recreates its pods.

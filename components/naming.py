@@ -16,6 +16,11 @@ TRAINER_SERVICE_ACCOUNT = "trainer"
 # holding every GPU (components.kubernetes.queues).
 DEFAULT_TEAM = "default"
 
+# The PersistentVolumeClaim each team namespace holds for jobs' /data (checkpoints, metrics) on
+# clusters without a bucket mount: the Kubernetes layer creates it where the wing hands over a
+# shared file system (EFS on AWS); on existing clusters the operator provides it.
+DATA_CLAIM = "training-data"
+
 
 def bucket_name(spec: PlatformSpec) -> str:
     return spec.storage.bucket_name or f"{spec.cluster.name}-{spec.environment}-training"
@@ -23,6 +28,11 @@ def bucket_name(spec: PlatformSpec) -> str:
 
 def team_namespace(team: str) -> str:
     return team
+
+
+def team_namespaces(spec: PlatformSpec) -> list[str]:
+    """Where the teams' jobs run: a namespace per team, or `default` for a stack without teams."""
+    return [team_namespace(team.name) for team in spec.scheduling.teams] or [team_namespace(DEFAULT_TEAM)]
 
 
 def local_queue_name(team: str) -> str:

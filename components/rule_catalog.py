@@ -81,7 +81,8 @@ RULES: tuple[RuleInfo, ...] = (
     ),
     RuleInfo(
         "encrypted-storage",
-        "Node disks (EBS volumes of launch templates) and S3 buckets are encrypted at rest, declared explicitly; "
+        "Node disks (EBS volumes of launch templates), S3 buckets and EFS file systems are encrypted at rest, "
+        "declared explicitly; "
         "GCE disks and GCS buckets are always encrypted by Google.",
         "high",
         "mandatory",

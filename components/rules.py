@@ -33,6 +33,7 @@ EKS_CLUSTER = "aws:eks/cluster:Cluster"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 S3_BUCKET = "aws:s3/bucket:Bucket"
+EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
 S3_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 S3_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 S3_BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
@@ -445,6 +446,17 @@ def encrypted_storage(resources: Sequence[Resource], ctx: Context) -> list[Viola
                     "use a launch template whose block device mappings set encrypted",
                 )
             )
+        elif res.type == EFS_FILE_SYSTEM:
+            encrypted = _get(res.props, "encrypted")
+            # EFS encryption at rest is chosen at creation and off unless asked for.
+            if not _truthy(encrypted) and not _unknown(encrypted):
+                out.append(
+                    Violation(
+                        "encrypted-storage",
+                        res.key,
+                        "EFS file system is not encrypted at rest: set encrypted=true (and kmsKeyId for your own key)",
+                    )
+                )
         elif res.type == S3_BUCKET:
             inline = _get(res.props, "serverSideEncryptionConfiguration", "rule", "applyServerSideEncryptionByDefault", "sseAlgorithm")
             if not inline and res.key not in encrypted_by_resource:

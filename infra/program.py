@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws import AwsPlatform
 from components.gcp import GcpPlatform
-from components.kubernetes import GpuLayer
+from components.kubernetes import DataVolume, GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
 from components.trainer_image import RegistryLogin, TrainerImage
@@ -55,6 +55,7 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
             provider=cluster.provider,
             trainer_annotations=cluster.trainer_annotations,
             dcgm_exporter=not cluster.collects_dcgm,
+            data_volume=cluster.data_volume,
             opts=pulumi.ResourceOptions(depends_on=cluster.ready),
         )
         outputs.update(layer.exports)
@@ -82,6 +83,9 @@ class Cluster:
     collects_dcgm: bool = False
     # Where `trainer.image: build` pushes; None on existing clusters.
     registry: RegistryLogin | None = None
+    # The shared file system behind each team's `training-data` claim (jobs' /data); None where
+    # jobs mount the bucket (GKE) or the operator provides the claim (existing clusters).
+    data_volume: DataVolume | None = None
 
 
 def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
@@ -102,6 +106,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
             platform.outputs,
             trainer_annotations={"eks.amazonaws.com/role-arn": platform.trainer_role_arn},
             registry=platform.registry,
+            data_volume=platform.data_volume,
         )
     gcp_config = pulumi.Config("gcp")
     platform = GcpPlatform(

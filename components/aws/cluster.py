@@ -162,7 +162,7 @@ class EksCluster(pulumi.ComponentResource):
         after_nodes = pulumi.ResourceOptions(depends_on=[self.system_nodes])
         self.addons = networking + [
             self._addon(name, addon, addon_versions[addon], account, after_nodes)
-            for addon in ("coredns", "aws-ebs-csi-driver")
+            for addon in ("coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver")
         ]
 
         certificate = self.cluster.certificate_authority.apply(lambda ca: ca.data or "")

@@ -40,36 +40,44 @@ EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "v0.5.20", "https:/
 # EKS add-on versions per Kubernetes minor, from the EKS user guide's add-on version tables and
 # `aws eks describe-addon-versions` (late 2026). vpc-cni and aws-ebs-csi-driver publish one
 # version for every supported minor; coredns and kube-proxy follow the minor.
+# aws-efs-csi-driver v3.3.0-eksbuild.1: the latest add-on build as of mid 2026 (public add-on
+# bumps, e.g. zalando-incubator/kubernetes-on-aws#11666); like the EBS driver it publishes one
+# build for all supported minors, but that it lists every minor here is not confirmed.
 ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.31": {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.31.7-eksbuild.7",
         "coredns": "v1.11.4-eksbuild.22",
         "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v3.3.0-eksbuild.1",
     },
     "1.32": {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.32.3-eksbuild.7",
         "coredns": "v1.11.4-eksbuild.22",
         "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v3.3.0-eksbuild.1",
     },
     "1.33": {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.33.3-eksbuild.6",
         "coredns": "v1.12.3-eksbuild.1",
         "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v3.3.0-eksbuild.1",
     },
     "1.34": {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.34.0-eksbuild.2",
         "coredns": "v1.12.3-eksbuild.1",
         "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v3.3.0-eksbuild.1",
     },
     "1.35": {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.35.0-eksbuild.2",
         "coredns": "v1.13.2-eksbuild.3",
         "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v3.3.0-eksbuild.1",
     },
 }
 
@@ -79,6 +87,15 @@ ADDON_SERVICE_ACCOUNTS: dict[str, str] = {
     "vpc-cni": "aws-node",
     "aws-ebs-csi-driver": "ebs-csi-controller-sa",
 }
+
+# The EFS CSI driver's name in PersistentVolumes (kubernetes-sigs/aws-efs-csi-driver README).
+# Static provisioning only, so the add-on gets no IRSA role: the node plugin mounts with the
+# efs-utils helper over NFS, which needs no IAM permission (driver maintainer in
+# eksctl-io/eksctl#421); the AmazonEFSCSIDriverPolicy the EKS add-on page asks for serves the
+# controller's dynamic provisioning of access points. The helper only calls
+# DescribeMountTargets when the mount target's DNS name does not resolve
+# (kubernetes-sigs/aws-efs-csi-driver#489): the VPC needs DNS support and hostnames.
+EFS_CSI_DRIVER = "efs.csi.aws.com"
 
 # AWS managed policies (IAM console, "AWS managed"), by name; ARNs are built per partition.
 CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)

@@ -208,8 +208,9 @@ def log_retention_days(environment: Environment) -> int:
 
 def trainer_subjects(spec: PlatformSpec) -> list[str]:
     """The service accounts the trainer runs as: `trainer` in each team namespace (or default)."""
-    namespaces = [naming.team_namespace(team.name) for team in spec.scheduling.teams] or ["default"]
-    return sorted(f"system:serviceaccount:{ns}:{naming.TRAINER_SERVICE_ACCOUNT}" for ns in namespaces)
+    return sorted(
+        f"system:serviceaccount:{ns}:{naming.TRAINER_SERVICE_ACCOUNT}" for ns in naming.team_namespaces(spec)
+    )
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:

@@ -11,9 +11,11 @@ import pulumi_kubernetes as k8s
 from components.aws import facts, plan
 from components.aws.autoscaler import ClusterAutoscaler
 from components.aws.cluster import Account, EksCluster
+from components.aws.efs import TrainingFileSystem
 from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
+from components.kubernetes import DataVolume
 from components.naming import resource_name
 from components.pools import Pool
 from components.spec import PlatformSpec
@@ -30,6 +32,8 @@ class AwsPlatform(pulumi.ComponentResource):
     node_groups: dict[str, aws.eks.NodeGroup]
     ready: list[pulumi.Resource]
     trainer_role_arn: pulumi.Output[str]
+    # Jobs' /data: the EFS file system, one access point per team.
+    data_volume: DataVolume
     outputs: dict[str, Any]
 
     def __init__(
@@ -100,6 +104,16 @@ class AwsPlatform(pulumi.ComponentResource):
         storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
         self.trainer_role_arn = storage.trainer_role_arn
         self.registry = storage.registry
+        file_system = TrainingFileSystem(
+            resource_name(spec, "training-data"),
+            spec,
+            vpc_id=network.vpc_id,
+            subnets=network.private_subnets,
+            node_security_group_id=cluster.security_group_id,
+            kms_key_arn=storage.data_key_arn,
+            opts=child,
+        )
+        self.data_volume = file_system.data_volume
         self.ready = [cluster.system_nodes, *cluster.addons, *self.node_groups.values()]
 
         self.outputs = {
@@ -109,6 +123,7 @@ class AwsPlatform(pulumi.ComponentResource):
             "registryUrl": storage.repository_url,
             "bucketName": storage.bucket_name,
             "trainerRoleArn": storage.trainer_role_arn,
+            "dataFileSystemId": file_system.file_system_id,
             "nodeGroups": {pool: group.node_group_name for pool, group in self.node_groups.items()},
         }
         self.register_outputs(self.outputs)

@@ -25,6 +25,8 @@ class TrainingStorage(pulumi.ComponentResource):
     repository_url: pulumi.Output[str]
     registry: RegistryLogin
     bucket_name: pulumi.Output[str]
+    # The key of datasets and checkpoints, for whatever else holds training data.
+    data_key_arn: pulumi.Output[str]
     trainer_role_arn: pulumi.Output[str]
 
     def __init__(
@@ -69,6 +71,7 @@ class TrainingStorage(pulumi.ComponentResource):
             deletion_window_in_days=30,
             opts=kept,
         )
+        self.data_key_arn = key.arn
         bucket_name = naming.bucket_name(spec)
         bucket = aws.s3.Bucket(bucket_name, bucket=bucket_name, force_destroy=False, opts=kept)
         aws.s3.BucketOwnershipControls(

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import charts
+from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
 from components.kubernetes.queues import (
     KUEUE_API,
@@ -25,7 +26,7 @@ from components.kubernetes.queues import (
 )
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
 from components.kubernetes.tiers import priority_tiers
-from components.naming import TRAINER_SERVICE_ACCOUNT
+from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import PlatformSpec, PriorityTierSpec
 
@@ -74,14 +75,18 @@ class GpuLayer(pulumi.ComponentResource):
         provider: k8s.Provider,
         trainer_annotations: Mapping[str, pulumi.Input[str]] | None = None,
         dcgm_exporter: bool = True,
+        data_volume: DataVolume | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`trainer_annotations` bind each team's `trainer` account to the cloud identity that may
         use the bucket (IRSA role, GKE Workload Identity). `dcgm_exporter` is False where the
-        platform collects DCGM metrics itself (GKE): two collectors on one GPU conflict."""
+        platform collects DCGM metrics itself (GKE): two collectors on one GPU conflict.
+        `data_volume`: the wing's shared file system, bound to each team's `training-data` claim;
+        None where jobs mount something else (GKE: the bucket) or the operator provides the claim."""
         super().__init__("gpu-platform:kubernetes:GpuLayer", name, None, opts)
         self._name = name
         self._trainer_annotations = dict(trainer_annotations or {})
+        self._data_volume = data_volume
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
         tiers = priority_tiers(spec)
         plan = queue_plan(spec, pools)
@@ -232,6 +237,8 @@ class GpuLayer(pulumi.ComponentResource):
             ),
             opts=self._child(in_namespace),
         )
+        if self._data_volume is not None:
+            self._data_claim(team, self._data_volume, in_namespace)
         self._custom_resource(
             f"{self._name}-{team.team}",
             "LocalQueue",
@@ -239,4 +246,38 @@ class GpuLayer(pulumi.ComponentResource):
             local_queue_spec(team),
             namespace=team.namespace,
             depends_on=[cluster_queue, *in_namespace],
+        )
+
+    def _data_claim(self, team: TeamQueue, volume: DataVolume, in_namespace: list[pulumi.Resource]) -> None:
+        """A pre-bound volume and claim: the claim names the volume and the volume reserves itself
+        for the claim, so no other claim can take it and no provisioner is asked
+        (storageClassName "" on both)."""
+        name = volume_name(team.namespace)
+        persistent_volume = k8s.core.v1.PersistentVolume(
+            f"{self._name}-{team.team}-data",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels={TEAM_LABEL: team.team}),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                access_modes=["ReadWriteMany"],
+                capacity={"storage": volume.capacity},
+                # Deleting the claim or the stack's Kubernetes objects leaves the data alone.
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=list(volume.mount_options) or None,
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=volume.driver, volume_handle=volume.handles[team.namespace]
+                ),
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=team.namespace, name=DATA_CLAIM),
+            ),
+            opts=self._opts,
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{self._name}-{team.team}-data",
+            metadata=_in_namespace(DATA_CLAIM, team.namespace),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": volume.capacity}),
+                storage_class_name="",
+                volume_name=name,
+            ),
+            opts=self._child([persistent_volume, *in_namespace]),
         )

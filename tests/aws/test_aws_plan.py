@@ -100,7 +100,7 @@ def test_every_supported_minor_has_autoscaler_and_addon_pins() -> None:
     minors = set(catalog.SUPPORTED_KUBERNETES_VERSIONS)
     assert set(facts.CLUSTER_AUTOSCALER_IMAGE_TAGS) == minors
     assert set(facts.ADDON_VERSIONS) == minors
-    assert all(set(v) == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver"} for v in facts.ADDON_VERSIONS.values())
+    assert all(set(v) == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver"} for v in facts.ADDON_VERSIONS.values())
 
 
 def test_kube_proxy_pins_follow_the_minor() -> None:

@@ -242,6 +242,17 @@ def test_an_unencrypted_or_unmapped_root_volume_fails(mappings: list[Any]) -> No
     assert ids(rules.encrypted_storage([launch_template(blockDeviceMappings=mappings)], DEV)) == ["encrypted-storage"]
 
 
+def test_an_encrypted_efs_file_system_passes() -> None:
+    efs = res(rules.EFS_FILE_SYSTEM, {"encrypted": True, "kmsKeyId": "arn:aws:kms:us-west-2:0:key/k"}, name="data")
+    assert rules.encrypted_storage([efs], DEV) == []
+
+
+@pytest.mark.parametrize("props", [{"encrypted": False}, {}])
+def test_an_unencrypted_efs_file_system_fails(props: dict[str, Any]) -> None:
+    efs = res(rules.EFS_FILE_SYSTEM, props, name="data")
+    assert ids(rules.encrypted_storage([efs], DEV)) == ["encrypted-storage"]
+
+
 def test_a_node_group_without_launch_template_fails_encryption_and_imdsv2() -> None:
     bare = {k: v for k, v in node_group().items() if k != "launchTemplate"}
     assert ids(rules.encrypted_storage([eks(bare)], DEV)) == ["encrypted-storage"]

@@ -1,0 +1,31 @@
+"""The shared file system a cloud wing hands the layer for jobs' /data, as one claim per team.
+
+Statically provisioned: the wing owns the file system (and any per-team entry points into it),
+the layer only binds a PersistentVolume to each team's `training-data` claim, so which cloud
+serves it never enters into the layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pulumi
+
+from components.naming import DATA_CLAIM
+
+
+@dataclass(frozen=True)
+class DataVolume:
+    """A CSI volume per team namespace: `handles` maps each namespace to its volume handle."""
+
+    driver: str
+    handles: Mapping[str, pulumi.Input[str]]
+    # Nominal: a shared file system grows as written, but the API requires a capacity.
+    capacity: str = "1Ti"
+    mount_options: tuple[str, ...] = field(default_factory=tuple)
+
+
+def volume_name(namespace: str) -> str:
+    """PersistentVolumes are cluster-scoped: one name per team namespace."""
+    return f"{namespace}-{DATA_CLAIM}"
