@@ -130,7 +130,12 @@ def _data_volume(spec: PlatformSpec) -> dict[str, Any]:
             "name": "data",
             "csi": {
                 "driver": GCS_FUSE_DRIVER,
-                "volumeAttributes": {"bucketName": naming.bucket_name(spec), "mountOptions": "implicit-dirs"},
+                # gcsfuse mounts as root with 0755 folders unless told the owner: the trainer
+                # runs as TRAINER_UID and must write its checkpoints.
+                "volumeAttributes": {
+                    "bucketName": naming.bucket_name(spec),
+                    "mountOptions": f"implicit-dirs,uid={TRAINER_UID},gid={TRAINER_UID}",
+                },
             },
         }
     return {"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}

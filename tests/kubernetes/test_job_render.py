@@ -124,6 +124,8 @@ def test_gke_jobs_mount_the_bucket_through_gcs_fuse() -> None:
     assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
     data = next(v for v in template["spec"]["volumes"] if v["name"] == "data")
     assert data["csi"]["volumeAttributes"]["bucketName"] == naming.bucket_name(spec("dev-gcp"))
+    # The non-root trainer owns the mount, or it could not write checkpoints.
+    assert f"uid={jobs.TRAINER_UID},gid={jobs.TRAINER_UID}" in data["csi"]["volumeAttributes"]["mountOptions"]
 
 
 def test_trainer_gets_checkpoint_metrics_and_peak_flops_unless_given() -> None:
