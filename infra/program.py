@@ -13,8 +13,8 @@ from components.gcp import GcpPlatform
 from components.kubernetes import DataVolume, GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
-from components.trainer_image import RegistryLogin, TrainerImage
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec, region_namespace
+from components.trainer_image import RegistryLogin, TrainerImage
 
 
 def main() -> None:
@@ -46,19 +46,18 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
     }
     cluster = build_cluster(spec, pools)
     outputs.update(cluster.outputs)
-    if cluster.provider is not None:
-        # The same GPU layer on every cluster: it only needs a provider and the pool facts.
-        layer = GpuLayer(
-            resource_name(spec, "gpu"),
-            spec=spec,
-            pools=pools,
-            provider=cluster.provider,
-            trainer_annotations=cluster.trainer_annotations,
-            dcgm_exporter=not cluster.collects_dcgm,
-            data_volume=cluster.data_volume,
-            opts=pulumi.ResourceOptions(depends_on=cluster.ready),
-        )
-        outputs.update(layer.exports)
+    # The same GPU layer on every cluster: it only needs a provider and the pool facts.
+    layer = GpuLayer(
+        resource_name(spec, "gpu"),
+        spec=spec,
+        pools=pools,
+        provider=cluster.provider,
+        trainer_annotations=cluster.trainer_annotations,
+        dcgm_exporter=not cluster.collects_dcgm,
+        data_volume=cluster.data_volume,
+        opts=pulumi.ResourceOptions(depends_on=cluster.ready),
+    )
+    outputs.update(layer.exports)
     if spec.trainer.image == "build" and cluster.registry is not None:
         image = TrainerImage(
             resource_name(spec, "trainer"),
@@ -74,7 +73,7 @@ class Cluster:
     """What the Kubernetes GPU layer needs of any cloud's cluster: a provider, what to wait
     for, and the stack exports the cloud adds."""
 
-    provider: k8s.Provider | None
+    provider: k8s.Provider
     ready: list[pulumi.Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     # Bind the trainer's Kubernetes account to the cloud identity that may use the bucket.
@@ -99,12 +98,11 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         return Cluster(provider)
     if spec.cloud == "aws":
         platform = AwsPlatform(spec.cluster.name, spec, pools, region=pulumi.Config("aws").require("region"))
-        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts").
         return Cluster(
             platform.provider,
             platform.ready,
             platform.outputs,
-            trainer_annotations={"eks.amazonaws.com/role-arn": platform.trainer_role_arn},
+            trainer_annotations=dict(platform.trainer_annotations),
             registry=platform.registry,
             data_volume=platform.data_volume,
         )

@@ -32,6 +32,8 @@ class AwsPlatform(pulumi.ComponentResource):
     node_groups: dict[str, aws.eks.NodeGroup]
     ready: list[pulumi.Resource]
     trainer_role_arn: pulumi.Output[str]
+    # Annotations that bind each team's `trainer` service account to the trainer role.
+    trainer_annotations: dict[str, pulumi.Output[str]]
     # Jobs' /data: the EFS file system, one access point per team.
     data_volume: DataVolume
     outputs: dict[str, Any]
@@ -103,6 +105,8 @@ class AwsPlatform(pulumi.ComponentResource):
             )
         storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
         self.trainer_role_arn = storage.trainer_role_arn
+        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts").
+        self.trainer_annotations = {"eks.amazonaws.com/role-arn": storage.trainer_role_arn}
         self.registry = storage.registry
         file_system = TrainingFileSystem(
             resource_name(spec, "training-data"),
