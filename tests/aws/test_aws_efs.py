@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-import pytest
 
 from components.aws import facts
 from infra.synth import Synthesis
@@ -16,19 +15,6 @@ SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 SUBNET = "aws:ec2/subnet:Subnet"
 ADDON = "aws:eks/addon:Addon"
-
-Synth = Callable[[str], Synthesis]
-
-
-@pytest.fixture(scope="module")
-def dev(synthesized: Synth) -> Synthesis:
-    return synthesized("dev-aws")
-
-
-@pytest.fixture(scope="module")
-def prod(synthesized: Synth) -> Synthesis:
-    return synthesized("prod-aws")
-
 
 def file_system(result: Synthesis) -> dict[str, Any]:
     (found,) = result.by_type(FILE_SYSTEM)

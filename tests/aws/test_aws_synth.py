@@ -29,16 +29,6 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 Synth = Callable[[str], Synthesis]
 
 
-@pytest.fixture(scope="module")
-def dev(synthesized: Synth) -> Synthesis:
-    return synthesized("dev-aws")
-
-
-@pytest.fixture(scope="module")
-def prod(synthesized: Synth) -> Synthesis:
-    return synthesized("prod-aws")
-
-
 def variant(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Synthesis:
     """dev-aws with `change` applied to its platform, synthesized from a temporary stack file."""
     config = stack_config("dev-aws")
