@@ -8,9 +8,10 @@ message names the flag and what it expected.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class ConfigError(ValueError):
@@ -128,45 +129,26 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _parsed(convert: Callable[[str], float], accept: Callable[[float], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse type: `convert` the text, then `accept` the value, or one-line error."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """Open interval: 0 keeps nothing out (or prunes nothing), 1 leaves nothing to train on."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return value
+_positive_int = _parsed(int, lambda v: v >= 1, "a positive integer")
+_non_negative_int = _parsed(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _parsed(float, lambda v: v > 0, "a positive number")
+# Half-open [0, 1): 0 holds nothing out (or prunes nothing), 1 leaves nothing to train on.
+_fraction = _parsed(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
