@@ -12,8 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components import naming
-from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, queue_plan
+from components.aws.plan import efa_interfaces
+from components.kubernetes.queues import (
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    queue_plan,
+)
 from components.kubernetes.tiers import priority_tiers
+from components.naming import TRAINER_UID
 from components.pools import GPU_RESOURCE, Pool, derive_pools
 from components.spec import PlatformSpec
 
@@ -22,14 +28,14 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 REPLICATED_JOB = "node"
 RDZV_PORT = 29400
-# The trainer image's user (training_images/Dockerfile: useradd --uid 10001).
-TRAINER_UID = 10001
 DATA_MOUNT = "/data"
 # On aws and existing clusters the data volume is a claim each team namespace holds; on GKE
 # the stack's bucket is mounted directly through the GCS FUSE CSI driver.
 DATA_CLAIM = naming.DATA_CLAIM
 GCS_FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_FUSE_ANNOTATION = "gke-gcsfuse/volumes"
+# Advertised by the EFA device plugin on EFA pools (aws-efa-k8s-device-plugin).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # torchrun restarts the workers this many times before the JobSet recreates its pods.
 TORCHRUN_MAX_RESTARTS = 3
 JOBSET_MAX_RESTARTS = 2
@@ -141,6 +147,16 @@ def _data_volume(spec: PlatformSpec) -> dict[str, Any]:
     return {"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}
 
 
+def _efa_interfaces(spec: PlatformSpec, pool: Pool, request: JobRequest) -> int:
+    """EFA devices a pod claims: all of the node's, when it takes every GPU of an EFA node."""
+    pool_spec = next(p for p in spec.node_pools if p.name == pool.name)
+    if spec.cloud != "aws" or not pool_spec.efa or pool.instance_type is None:
+        return 0
+    if request.gpus_per_node < pool.gpus_per_node or request.nodes < 2:
+        return 0
+    return len(efa_interfaces(pool.instance_type.name))
+
+
 def _shm_size(pool: Pool) -> str:
     """Shared memory for NCCL and data loader workers: a quarter of the node, capped at 256Gi."""
     memory = pool.instance_type.memory_gib if pool.instance_type else 64
@@ -157,9 +173,16 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     team = next(t for t in plan.teams if request.team in (None, t.team))
     image = request.image or spec.trainer.image
     assert image is not None
+    devices = {GPU_RESOURCE: str(request.gpus_per_node)}
+    env: list[dict[str, Any]] = []
+    efa = _efa_interfaces(spec, pool, request)
+    if efa:
+        # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
+        # image's trainer-efa target).
+        devices[EFA_RESOURCE] = str(efa)
+        env.append({"name": "FI_PROVIDER", "value": "efa"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    gpus = {GPU_RESOURCE: str(request.gpus_per_node)}
     pod_annotations = {GCS_FUSE_ANNOTATION: "true"} if spec.cloud == "gcp" else {}
     container = {
         "name": "trainer",
@@ -170,9 +193,10 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
             # Restarted workers must not reuse the agent's store (pytorch/pytorch#135712).
             {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"},
             {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
+            *env,
         ],
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
-        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "resources": {"requests": dict(devices), "limits": dict(devices)},
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": TRAINER_UID,

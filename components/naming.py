@@ -11,6 +11,9 @@ from components.spec import PlatformSpec
 # The Kubernetes service account training pods run as, in each team namespace; the wings bind
 # it to the cloud identity that may use the bucket (IRSA on AWS, Workload Identity on GCP).
 TRAINER_SERVICE_ACCOUNT = "trainer"
+# The trainer image's user (training_images/Dockerfile: useradd --uid 10001): jobs run as it and
+# the shared data volumes are owned by it.
+TRAINER_UID = 10001
 
 # The team a stack without `scheduling.teams` runs as: one queue in the `default` namespace,
 # holding every GPU (components.kubernetes.queues).

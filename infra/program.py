@@ -13,7 +13,14 @@ from components.gcp import GcpPlatform
 from components.kubernetes import DataVolume, GpuLayer
 from components.naming import resource_name
 from components.pools import Pool, derive_pools
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, SpecError, parse_spec, region_namespace
+from components.spec import (
+    CONFIG_KEY,
+    CONFIG_NAMESPACE,
+    PlatformSpec,
+    SpecError,
+    parse_spec,
+    region_namespace,
+)
 from components.trainer_image import RegistryLogin, TrainerImage
 
 

@@ -12,8 +12,8 @@ import pulumi_aws as aws
 
 from components import naming
 from components.aws import facts
-from components.jobs import TRAINER_UID
 from components.kubernetes import DataVolume
+from components.naming import TRAINER_UID
 from components.spec import PlatformSpec
 
 # NFSv4 (Amazon EFS User Guide, "Security groups for mount targets": TCP 2049).

@@ -193,3 +193,18 @@ def test_cli_reports_every_problem_and_exits_2(capsys: pytest.CaptureFixture[str
         "onprem: --gpus-per-node: pool a100-train nodes offer 8 GPUs, asked for 16",
         "onprem: --nodes: pool a100-train scales to 4 nodes, asked for 9",
     ]
+
+
+def test_multi_node_jobs_on_efa_nodes_claim_every_efa_interface() -> None:
+    jobset = render("prod-aws", pool="h100-train", nodes=4, gpus_per_node=8, team="research")
+    container = container_of(jobset)
+    # p5.48xlarge: 32 network cards, one EFA interface each.
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
+
+
+@pytest.mark.parametrize(("nodes", "gpus"), [(1, 8), (4, 4)])
+def test_single_node_or_partial_node_jobs_leave_efa_alone(nodes: int, gpus: int) -> None:
+    jobset = render("prod-aws", pool="h100-train", nodes=nodes, gpus_per_node=gpus, team="research")
+    assert "vpc.amazonaws.com/efa" not in container_of(jobset)["resources"]["limits"]
