@@ -63,9 +63,11 @@ class JobRequest:
     trainer_args: list[str] = field(default_factory=list)
 
 
-def _shared_on_gke(spec: PlatformSpec, pool: Pool) -> bool:
-    """GKE's own sharing lets a pod on a shared node request at most one GPU."""
-    return spec.cloud == "gcp" and spec.device_plugin == "managed" and pool.sharing_mode in ("time-slicing", "mps")
+def _one_gpu_per_pod(pool: Pool) -> bool:
+    """Shared GPUs go one slot per pod: GKE's sharing allows no more, and the NVIDIA plugin's
+    configs here fail larger requests (failRequestsGreaterThanOne), since slots of one GPU
+    would give a pod no more compute."""
+    return pool.sharing_mode in ("time-slicing", "mps")
 
 
 def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
@@ -86,9 +88,9 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
             )
         if request.nodes > pool.max_nodes:
             problems.append(f"--nodes: pool {pool.name} scales to {pool.max_nodes} nodes, asked for {request.nodes}")
-        if _shared_on_gke(spec, pool) and request.gpus_per_node > 1:
+        if _one_gpu_per_pod(pool) and request.gpus_per_node > 1:
             problems.append(
-                f"--gpus-per-node: pool {pool.name} is shared by GKE ({pool.sharing_mode}); a pod there may request 1 GPU"
+                f"--gpus-per-node: pool {pool.name} shares each GPU ({pool.sharing_mode}); a pod there may request 1 GPU"
             )
     if request.team is None and len(teams) > 1:
         problems.append(f"--team: required; teams: {', '.join(sorted(teams))}")

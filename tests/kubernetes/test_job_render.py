@@ -150,9 +150,10 @@ def test_more_nodes_than_the_pool_s_maximum_is_an_error() -> None:
     assert problems(nodes=5) == ["--nodes: pool a100-train scales to 4 nodes, asked for 5"]
 
 
-def test_more_than_one_gpu_on_a_gke_shared_pool_is_an_error() -> None:
-    assert problems("dev-gcp", pool="l4-shared", nodes=1, gpus_per_node=2) == [
-        "--gpus-per-node: pool l4-shared is shared by GKE (time-slicing); a pod there may request 1 GPU"
+@pytest.mark.parametrize("stack", ["dev-gcp", "dev-aws"])
+def test_more_than_one_gpu_on_a_shared_pool_is_an_error(stack: str) -> None:
+    assert problems(stack, pool="l4-shared", nodes=1, gpus_per_node=2) == [
+        "--gpus-per-node: pool l4-shared shares each GPU (time-slicing); a pod there may request 1 GPU"
     ]
 
 
