@@ -426,14 +426,26 @@ def prod_control_plane_private(resources: Sequence[Resource], ctx: Context) -> l
     return out
 
 
-def encrypted_storage(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
-    out: list[Violation] = []
-    encrypted_by_resource = {
+def _configured(
+    resources: Sequence[Resource], config_type: str, satisfies: Callable[[Mapping[str, Any]], bool]
+) -> set[str]:
+    """Keys of the resources (buckets) that a `config_type` resource satisfying the check depends on:
+    S3 settings are separate resources linked to their bucket by dependency."""
+    return {
         dep
         for res in resources
-        if res.type == S3_ENCRYPTION and any(_get(r, "applyServerSideEncryptionByDefault", "sseAlgorithm") for r in _items(_get(res.props, "rules")))
+        if res.type == config_type and satisfies(_mapping(res.props))
         for dep in res.depends_on
     }
+
+
+def encrypted_storage(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    out: list[Violation] = []
+    encrypted_by_resource = _configured(
+        resources,
+        S3_ENCRYPTION,
+        lambda props: any(_get(r, "applyServerSideEncryptionByDefault", "sseAlgorithm") for r in _items(_get(props, "rules"))),
+    )
     for res in resources:
         if res.type == LAUNCH_TEMPLATE:
             out += _launch_template_encryption(res)
@@ -522,12 +534,11 @@ def imdsv2_required(resources: Sequence[Resource], ctx: Context) -> list[Violati
 
 def no_public_buckets(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
     out: list[Violation] = []
-    blocked = {
-        dep
-        for res in resources
-        if res.type == S3_PUBLIC_ACCESS_BLOCK and all(_true_or_unknown(_get(res.props, flag)) for flag in PUBLIC_ACCESS_BLOCK_FLAGS)
-        for dep in res.depends_on
-    }
+    blocked = _configured(
+        resources,
+        S3_PUBLIC_ACCESS_BLOCK,
+        lambda props: all(_true_or_unknown(_get(props, flag)) for flag in PUBLIC_ACCESS_BLOCK_FLAGS),
+    )
     for res in resources:
         if res.type == S3_BUCKET:
             if res.key not in blocked:
