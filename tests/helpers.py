@@ -1,4 +1,4 @@
-"""Helpers the tests share: the repository, the reference data beside it, stack configs."""
+"""Helpers the tests share: the repository, the upstream reference data, stack configs."""
 
 from __future__ import annotations
 
@@ -6,20 +6,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from infra import stackfile
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-
-
-def require_shared() -> Path:
-    """The reference data (chart keys, CRD schemas) beside the checkout, or skip: CI here has it,
-    a plain clone elsewhere (GitHub Actions) does not."""
-    if not SHARED.is_dir():
-        pytest.skip(f"reference data not present: {SHARED} (the shared/ folder beside the checkout)")
-    return SHARED
+# Facts read from the pinned upstream releases (chart keys and defaults, CRD schemas), carried
+# with the project so that every clone runs every test; tests/data/README.md names each source.
+REFERENCE = REPO / "tests" / "data"
 
 
 def stack_config(stack: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import yaml
 from components.aws import facts, plan
 from infra import cli
 from infra.synth import Synthesis
-from helpers import REPO, require_shared, stack_config
+from helpers import REFERENCE, REPO, stack_config
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -314,7 +314,7 @@ def value_paths(values: Any, prefix: str = "") -> list[str]:
 
 
 def test_autoscaler_values_are_keys_the_chart_reads(dev: Synthesis) -> None:
-    keys = json.loads((require_shared() / "charts" / "cluster-autoscaler-9.59.0.keys.json").read_text())
+    keys = json.loads((REFERENCE / "charts" / "cluster-autoscaler-9.59.0.keys.json").read_text())
     known = set(keys["referenced"])
     passthrough = keys["passthrough"]
     unknown = [

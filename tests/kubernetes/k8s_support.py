@@ -9,15 +9,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from helpers import SHARED, require_shared
+from helpers import REFERENCE
 
 from components.pools import Pool, derive_pools
 from components.spec import PlatformSpec, parse_spec
 from infra import program, stackfile, synth
 
 REPO = Path(__file__).resolve().parents[2]
-CHART_DATA = SHARED / "charts"
-SCHEMAS = SHARED / "schemas"
+CHART_DATA = REFERENCE / "charts"
+SCHEMAS = REFERENCE / "schemas"
 
 
 def onprem_platform() -> dict[str, Any]:
@@ -43,8 +43,7 @@ def synthesize(platform: dict[str, Any], stack: str = "onprem") -> synth.Synthes
 
 @cache
 def chart_keys(chart: str, version: str) -> dict[str, Any]:
-    """The values keys a pinned chart reads (shared/charts/<chart>-<version>.keys.json)."""
-    require_shared()
+    """The values keys a pinned chart reads (tests/data/charts/<chart>-<version>.keys.json)."""
     return json.loads((CHART_DATA / f"{chart}-{version}.keys.json").read_text())
 
 
@@ -69,9 +68,14 @@ def _closed(schema: Any) -> Any:
 
 
 @cache
+def chart_defaults(chart: str, version: str) -> dict[str, Any]:
+    """A pinned chart's default values (tests/data/charts/<chart>-<version>.defaults.json)."""
+    return json.loads((CHART_DATA / f"{chart}-{version}.defaults.json").read_text())["defaults"]
+
+
+@cache
 def crd_schema(api_version: str, kind: str) -> dict[str, Any] | None:
     """The upstream CRD schema of a custom resource kind, closed; None for built-in kinds."""
-    require_shared()
     path = SCHEMAS / f"{api_version.replace('/', '_')}_{kind}.json"
     if not path.is_file():
         return None

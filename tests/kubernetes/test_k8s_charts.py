@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import require_shared
-from k8s_support import CHART_DATA, chart_keys
+from k8s_support import chart_defaults, chart_keys
 
 from components import charts
 
@@ -43,8 +42,7 @@ def test_subchart_keys_are_left_to_the_subchart() -> None:
 
 @pytest.mark.parametrize("chart", charts.CHARTS, ids=lambda c: c.name)
 def test_every_pinned_chart_has_its_reference_data_at_the_pinned_version(chart: charts.Chart) -> None:
-    require_shared()
-    assert (CHART_DATA / f"{chart.name}-{chart.version}.values.yaml").is_file()
+    assert chart_defaults(chart.name, chart.version)
     assert chart_keys(chart.name, chart.version)["referenced"]
 
 

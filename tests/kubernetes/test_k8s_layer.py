@@ -8,8 +8,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from helpers import require_shared
-from k8s_support import CHART_DATA, chart_keys, crd_schema, onprem_platform, synthesize
+from k8s_support import chart_defaults, chart_keys, crd_schema, onprem_platform, synthesize
 
 from components import charts
 from components.kubernetes.releases import KUEUE_CONFIGURATION
@@ -127,8 +126,7 @@ def test_no_device_plugin_where_the_platform_provides_one(managed: Synthesis) ->
 
 
 def test_kueue_runs_the_chart_s_configuration_checking_only_covered_resources(onprem: Synthesis) -> None:
-    require_shared()
-    chart_default = yaml.safe_load((CHART_DATA / f"kueue-{charts.KUEUE.version}.values.yaml").read_text())
+    chart_default = chart_defaults(charts.KUEUE.name, charts.KUEUE.version)
     default_config = yaml.safe_load(chart_default["managerConfig"]["controllerManagerConfigYaml"])
     ours = yaml.safe_load(release(onprem, charts.KUEUE)["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert ours == KUEUE_CONFIGURATION
