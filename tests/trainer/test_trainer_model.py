@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trainer.config import PRESETS
-from trainer.model import GPT, lm_loss
+from trainer.model import GPT, count_params, lm_loss
 
 
 def _loss_and_grads(model: GPT, tokens: torch.Tensor) -> tuple[float, list[torch.Tensor]]:
@@ -44,3 +45,18 @@ def test_model_is_causal() -> None:
     changed[0, 20:] = (changed[0, 20:] + 1) % 256
     with torch.no_grad():
         torch.testing.assert_close(model(tokens)[0, :20], model(changed)[0, :20])
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_the_torch_free_parameter_count_is_the_model_s(preset: str) -> None:
+    assert PRESETS[preset].parameters == count_params(GPT(PRESETS[preset]))
+
+
+def test_a_checkpoint_holds_weights_and_both_adamw_moments_in_fp32() -> None:
+    model = GPT(PRESETS["tiny"])
+    optimizer = torch.optim.AdamW(model.parameters())
+    lm_loss(model(torch.zeros(1, 8, dtype=torch.long)), torch.zeros(1, 8, dtype=torch.long)).backward()
+    optimizer.step()
+    moments = sum(t.numel() * t.element_size() for s in optimizer.state.values() for k, t in s.items() if k != "step")
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert PRESETS["tiny"].checkpoint_bytes == weights + moments

@@ -18,6 +18,10 @@ class ConfigError(ValueError):
     """A user mistake: printed as one line, never as a traceback."""
 
 
+# fp32 weight + AdamW exp_avg + exp_avg_sq, 4 bytes each (torch.optim.AdamW state).
+CHECKPOINT_BYTES_PER_PARAMETER = 12
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of the decoder; byte-level tokens make the vocabulary a fixed 256."""
@@ -34,6 +38,19 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def parameters(self) -> int:
+        """Every parameter of trainer.model.GPT, counted without torch, so the platform can size
+        jobs (checkpoint time, grace periods) from a preset name alone."""
+        per_block = 12 * self.dim * self.dim + 2 * self.dim  # qkv, out, up, down; two norm weights
+        embeddings = (self.vocab_size + self.max_seq_len) * self.dim
+        return embeddings + self.n_layers * per_block + self.dim + self.dim * self.vocab_size
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """What a checkpoint holds: fp32 weights and AdamW's two fp32 moments per parameter."""
+        return self.parameters * CHECKPOINT_BYTES_PER_PARAMETER
 
 
 # Sizes from a CPU smoke test up to roughly one billion parameters (see docs/trainer.md for
