@@ -14,7 +14,16 @@ from typing import Any
 
 import yaml
 
-from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, PlatformSpec, Problem, SpecError, parse_spec, region_namespace
+from components.spec import (
+    CONFIG_KEY,
+    CONFIG_NAMESPACE,
+    PlatformSpec,
+    Problem,
+    SpecError,
+    parse_spec,
+    region_namespace,
+    region_problems,
+)
 
 STACKS_DIR = "stacks"
 
@@ -45,10 +54,15 @@ class StackFile:
         }
 
     def spec(self) -> PlatformSpec:
+        """The validated spec; a SpecError lists every problem of the file at once: the config
+        keys around the spec (unknown `gpu-platform:*` keys, the provider's region and project)
+        and everything in the spec itself."""
         unknown = sorted(
             key
             for key in self.config
-            if key.startswith(f"{CONFIG_NAMESPACE}:") and key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+            if isinstance(key, str)
+            and key.startswith(f"{CONFIG_NAMESPACE}:")
+            and key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
         )
         problems = [
             Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}")
@@ -56,18 +70,24 @@ class StackFile:
         ]
         raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
         namespace = region_namespace(raw)
-        for key in (f"{namespace}:region", *((f"{namespace}:project",) if namespace == "gcp" else ())):
-            if namespace and not isinstance(self.config.get(key), str):
-                problems.append(Problem(key, f"required for cloud: {namespace} (the provider setting the program builds with)"))
+        if namespace == "gcp" and not isinstance(self.config.get("gcp:project"), str):
+            problems.append(Problem("gcp:project", "required for cloud: gcp (the project the program builds in)"))
+        if namespace:
+            problems += region_problems(namespace, self.config.get(f"{namespace}:region"))
+        try:
+            spec = parse_spec(raw, self.source, self.region(raw))
+        except SpecError as exc:
+            raise SpecError(self.source, problems + exc.problems) from None
         if problems:
             raise SpecError(self.source, problems)
-        return parse_spec(raw, self.source, self.region(raw))
+        return spec
 
     def region(self, raw: Any) -> str | None:
-        """The region of the spec's cloud (`aws:region` or `gcp:region`), as the program reads it."""
+        """The region of the spec's cloud (`aws:region` or `gcp:region`) as the program reads it,
+        when it is one the cloud has (zone rules are skipped otherwise)."""
         namespace = region_namespace(raw)
         value = self.config.get(f"{namespace}:region") if namespace else None
-        return value if isinstance(value, str) else None
+        return value if namespace and not region_problems(namespace, value) else None
 
 
 def project_root(start: Path | None = None) -> Path:

@@ -1,10 +1,12 @@
 """The platform spec: the one place user input is checked.
 
 A stack file carries one structured key, `gpu-platform:platform`. It is parsed in two passes,
-both of which collect every problem before reporting:
+whose problems are reported together, all at once:
 
 1. shape: types, required fields, unknown keys, simple bounds (pydantic, strict, no coercion);
-2. rules: facts that need the catalog or several fields at once (`rule_problems`).
+2. rules: facts that need the catalog or several fields at once (`rule_problems`). After shape
+   errors the rules run on what parsed (components.spec.partial), skipping whatever judged a
+   repaired value.
 
 Anything downstream may assume a `PlatformSpec` is valid; nothing downstream re-checks input.
 """
@@ -15,8 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from components import regions
 from components.spec.aws_rules import AWS_SYSTEM_POOL, aws_problems
 from components.spec.gcp_rules import GKE_SYSTEM_POOL, gcp_problems
+from components.spec.partial import repair
 from components.spec.models import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
@@ -32,7 +36,7 @@ from components.spec.models import (
 )
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
-from components.spec.problems import ROOT, Problem, SpecError, shape_problem
+from components.spec.problems import ROOT, Problem, SpecError, did_you_mean, in_file_order, shape_problem
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "instance_type_problem",
     "parse_spec",
     "region_namespace",
+    "region_problems",
     "rule_problems",
     "stack_file_schema",
 ]
@@ -69,11 +74,17 @@ def parse_spec(raw: Any, source: str, region: str | None = None) -> PlatformSpec
     try:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(source, [shape_problem(err) for err in exc.errors()]) from None
-    problems = rule_problems(spec, region)
-    if problems:
-        raise SpecError(source, problems)
-    return spec
+        errors = exc.errors()
+    else:
+        problems = rule_problems(spec, region)
+        if problems:
+            raise SpecError(source, in_file_order(raw, problems))
+        return spec
+    shape = [shape_problem(err) for err in errors]
+    repaired = repair(raw, list(errors))
+    rules = rule_problems(repaired.spec, region) if repaired else []
+    kept = [problem for problem in (repaired.keeps(p) for p in rules) if problem] if repaired else []
+    raise SpecError(source, in_file_order(raw, shape + kept))
 
 
 def region_namespace(raw: Any) -> str | None:
@@ -84,6 +95,18 @@ def region_namespace(raw: Any) -> str | None:
     """
     cloud = raw.get("cloud") if isinstance(raw, dict) else None
     return cloud if cloud in ("aws", "gcp") else None
+
+
+def region_problems(namespace: str, region: Any) -> list[Problem]:
+    """The provider's region (`aws:region`, `gcp:region`): required, and one the cloud has."""
+    key = f"{namespace}:region"
+    if not isinstance(region, str):
+        return [Problem(key, f"required for cloud: {namespace} (the provider setting the program builds with)")]
+    known = regions.regions(namespace)
+    if region not in known:
+        hint = did_you_mean(region, known)
+        return [Problem(key, f"{region!r} is not a region of {namespace}{hint}; regions: {', '.join(known)}")]
+    return []
 
 
 def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from components import catalog
+from components import catalog, limits
 from components.spec.models import (
     ANYWHERE,
     ARM64_AMI_TYPES,
@@ -48,6 +48,16 @@ def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
     if nodes.max_nodes < nodes.min_nodes:
         problems.append(
             Problem(f"{at}.systemNodes.maxNodes", f"must be >= minNodes ({nodes.min_nodes}), got {nodes.max_nodes}")
+        )
+    problems += _node_group_size_problems(nodes.max_nodes, f"{at}.systemNodes.maxNodes")
+    if len(spec.node_pools) >= limits.EKS_NODE_GROUPS_PER_CLUSTER:
+        problems.append(
+            Problem(
+                f"{ROOT}.nodePools",
+                f"at most {limits.EKS_NODE_GROUPS_PER_CLUSTER - 1} GPU pools: each is an EKS managed node group, and EKS "
+                f"allows {limits.EKS_NODE_GROUPS_PER_CLUSTER} per cluster (service quota 'Managed node groups per cluster'), "
+                f"one of them the system node group; got {len(spec.node_pools)}",
+            )
         )
     network_zones = _aws_network_zones(settings)
     for i, pool in enumerate(spec.node_pools):
@@ -150,8 +160,24 @@ def _aws_endpoint_problems(spec: PlatformSpec, settings: AwsSpec, at: str) -> li
     return problems
 
 
+def _node_group_size_problems(max_nodes: int, at: str) -> list[Problem]:
+    """An EKS managed node group holds 1 to 450 nodes (CreateNodegroup API; EKS service quotas)."""
+    if max_nodes < limits.EKS_MIN_MAX_NODES:
+        return [Problem(at, f"an EKS managed node group's maximum size is at least {limits.EKS_MIN_MAX_NODES}, got {max_nodes}")]
+    if max_nodes > limits.EKS_NODES_PER_NODE_GROUP:
+        return [
+            Problem(
+                at,
+                f"at most {limits.EKS_NODES_PER_NODE_GROUP} nodes per EKS managed node group (service quota "
+                f"'Nodes per managed node group'), got {max_nodes}",
+            )
+        ]
+    return []
+
+
 def _aws_pool_problems(pool: NodePoolSpec, at: str, region: str | None, network_zones: list[str] | None) -> list[Problem]:
     problems = _zone_problems(pool.zones, region, f"{at}.zones")
+    problems += _node_group_size_problems(pool.max_nodes, f"{at}.maxNodes")
     if pool.name == AWS_SYSTEM_POOL:
         problems.append(Problem(f"{at}.name", f"{AWS_SYSTEM_POOL!r} is the add-on node group's name on aws; pick another"))
     if pool.zones and network_zones is None:

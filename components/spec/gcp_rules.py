@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from components import catalog
+from components import catalog, limits, regions
 from components.spec.models import (
     AuthorizedNetworkSpec,
     GcpNetworkSpec,
@@ -23,8 +23,9 @@ from components.spec.problems import DNS_LABEL, ROOT, Problem, cloud_only_proble
 _GCP = f"{ROOT}.gcp"
 # Pool fields only the GCP wing reads.
 _GCP_POOL_FIELDS = ("driver_version", "reservation", "compact_placement", "multi_gpu_training")
-# A zone is `<region>-<letter>` (Compute Engine regions and zones page).
-_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+# A zone is `<region>-<letter>`, or `<region>-ai<n><letter>` for an AI zone (Compute Engine
+# regions and zones page).
+_GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-(ai[0-9]+)?[a-z]$")
 # GKE node pool names: 1-40 characters, starting with a letter (GKE node pool API).
 _GKE_POOL_NAME_MAX = 40
 # Service account ids are 6-30 characters (IAM API); the wing names two `<cluster>-trainer`
@@ -32,8 +33,6 @@ _GKE_POOL_NAME_MAX = 40
 _GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
 # The GKE name of the wing's CPU pool, so no GPU pool may take it.
 GKE_SYSTEM_POOL = "system"
-# GKE accepts 2-48 clients per shared GPU (GKE GPU sharing: time-sharing and MPS pages).
-_GKE_MAX_SHARED_CLIENTS = 48
 
 
 def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
@@ -55,6 +54,16 @@ def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
             Problem(
                 f"{_GCP}.systemNodes.maxNodes",
                 f"must be >= minNodes ({gcp.system_nodes.min_nodes}), got {gcp.system_nodes.max_nodes}",
+            )
+        )
+    problems += _pool_size_problems(gcp.system_nodes.max_nodes, gcp.zones, f"{_GCP}.systemNodes.maxNodes")
+    total = gcp.system_nodes.max_nodes + sum(pool.max_nodes for pool in spec.node_pools)
+    if total > limits.GKE_NODES_PER_CLUSTER:
+        problems.append(
+            Problem(
+                f"{ROOT}.nodePools",
+                f"the pools and system nodes reach {total} nodes; a GKE cluster holds at most "
+                f"{limits.GKE_NODES_PER_CLUSTER} (GKE 'Plan for large clusters')",
             )
         )
     for i, pool in enumerate(spec.node_pools):
@@ -83,16 +92,35 @@ def _gcp_zone_problems(zones: list[str], path: str, region: str | None) -> list[
             problems.append(Problem(f"{path}[{j}]", f"expected a GCP zone like us-central1-a, got {zone!r}"))
         elif region is not None and zone.rsplit("-", 1)[0] != region:
             problems.append(Problem(f"{path}[{j}]", f"zone {zone} is not in the stack's region {region} (gcp:region)"))
+        elif region in regions.GCP_ZONES and zone not in regions.GCP_ZONES[region]:
+            problems.append(
+                Problem(f"{path}[{j}]", f"{region} has no zone {zone}; its zones: {', '.join(regions.GCP_ZONES[region])}")
+            )
     duplicates = sorted(zone for zone, count in Counter(zones).items() if count > 1)
     if duplicates:
         problems.append(Problem(path, f"duplicate zones: {', '.join(duplicates)}"))
     return problems
 
 
+def _pool_size_problems(max_nodes: int, zones: list[str], at: str) -> list[Problem]:
+    """A GKE node pool holds at most 1,000 nodes in each of its zones (GKE quotas and limits)."""
+    most = limits.GKE_NODES_PER_POOL_ZONE * max(1, len(zones))
+    if max_nodes > most:
+        return [
+            Problem(
+                at,
+                f"at most {most} nodes: GKE allows {limits.GKE_NODES_PER_POOL_ZONE} per node pool and zone, "
+                f"in {max(1, len(zones))} zone(s) here; got {max_nodes}",
+            )
+        ]
+    return []
+
+
 def _gke_pool_problems(
     spec: PlatformSpec, gcp: GcpSpec, pool: NodePoolSpec, at: str, region: str | None
 ) -> list[Problem]:
     problems = _gcp_zone_problems(pool.zones, f"{at}.zones", region)
+    problems += _pool_size_problems(pool.max_nodes, pool.zones or gcp.zones, f"{at}.maxNodes")
     if pool.name == GKE_SYSTEM_POOL:
         problems.append(Problem(f"{at}.name", f"'{GKE_SYSTEM_POOL}' is the GKE name of the platform's CPU pool; pick another"))
     elif DNS_LABEL.match(pool.name) and (len(pool.name) > _GKE_POOL_NAME_MAX or not pool.name[0].isalpha()):
@@ -114,9 +142,14 @@ def _gke_pool_problems(
                 "is marked multiGpuTraining; drop the sharing, or set devicePlugin: nvidia",
             )
         )
-    if pool.sharing.replicas is not None and pool.sharing.replicas > _GKE_MAX_SHARED_CLIENTS:
+    # MPS pools are held to the same 48 clients on every cloud (platform_rules.sharing_problems).
+    replicas = pool.sharing.replicas
+    if pool.sharing.mode == "time-slicing" and replicas is not None and replicas > limits.GKE_MAX_SHARED_CLIENTS_PER_GPU:
         problems.append(
-            Problem(f"{at}.sharing.replicas", f"GKE shares a GPU between at most {_GKE_MAX_SHARED_CLIENTS} pods, got {pool.sharing.replicas}")
+            Problem(
+                f"{at}.sharing.replicas",
+                f"GKE shares a GPU between at most {limits.GKE_MAX_SHARED_CLIENTS_PER_GPU} pods, got {pool.sharing.replicas}",
+            )
         )
     return problems
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from components.limits import INT32_MAX
+
 CONFIG_NAMESPACE = "gpu-platform"
 CONFIG_KEY = "platform"
 
@@ -239,11 +241,11 @@ class NodeAutoProvisioningSpec(_Spec):
     """
 
     enabled: bool = False
-    max_cpu: Optional[int] = Field(default=None, ge=1)
-    max_memory_gib: Optional[int] = Field(default=None, ge=1)
+    max_cpu: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    max_memory_gib: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
     # Maximum GPUs per GKE accelerator type (e.g. nvidia-l4: 16); auto-provisioning adds GPU
     # nodes only of the types listed.
-    gpu_limits: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    gpu_limits: dict[str, Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(default_factory=dict)
 
 
 class SystemNodesSpec(_Spec):
@@ -282,9 +284,9 @@ class PolicySpec(_Spec):
     """Limits and waivers for the policy rules (components.rule_catalog) that check and the pack run."""
 
     # gpu-pool-max-nodes: the most nodes one GPU pool may scale to.
-    max_nodes_per_pool: int = Field(default=16, ge=1)
+    max_nodes_per_pool: int = Field(default=16, ge=1, le=INT32_MAX)
     # stack-max-gpus: the most physical GPUs all pools of the stack may reach together.
-    max_gpus: int = Field(default=256, ge=1)
+    max_gpus: int = Field(default=256, ge=1, le=INT32_MAX)
     # spot-allowed: None means spot in dev and staging, never in prod (training runs that must
     # finish on time should not be preempted).
     allow_spot: Optional[bool] = None

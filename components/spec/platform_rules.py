@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Literal
 
-from components import catalog
+from components import catalog, limits
 from components.spec.models import NodePoolSpec, PlatformSpec
 from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
 
@@ -22,6 +22,31 @@ def platform_problems(spec: PlatformSpec) -> list[Problem]:
                 Problem(f"{at}.maxNodes", f"must be >= minNodes ({pool.min_nodes}), got {pool.max_nodes}")
             )
         problems += sharing_problems(pool, at)
+    if spec.cloud == "existing":
+        problems += _existing_size_problems(spec)
+    return problems
+
+
+def _existing_size_problems(spec: PlatformSpec) -> list[Problem]:
+    """Nodes of an existing cluster: a Kubernetes cluster holds at most 5,000 nodes
+    ("Considerations for large clusters"), and no NVIDIA node more than 16 GPUs."""
+    problems = [
+        Problem(
+            f"{ROOT}.nodePools[{i}].gpusPerNode",
+            f"at most {limits.MAX_GPUS_PER_NODE} GPUs per node (the largest NVIDIA systems), got {pool.gpus_per_node}",
+        )
+        for i, pool in enumerate(spec.node_pools)
+        if pool.gpus_per_node is not None and pool.gpus_per_node > limits.MAX_GPUS_PER_NODE
+    ]
+    total = sum(pool.max_nodes for pool in spec.node_pools)
+    if total > limits.KUBERNETES_NODES_PER_CLUSTER:
+        problems.append(
+            Problem(
+                f"{ROOT}.nodePools",
+                f"the pools count {total} nodes; a Kubernetes cluster holds at most "
+                f"{limits.KUBERNETES_NODES_PER_CLUSTER} (Kubernetes 'Considerations for large clusters')",
+            )
+        )
     return problems
 
 
@@ -146,10 +171,14 @@ def sharing_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
     at = f"{at}.sharing"
     problems: list[Problem] = []
     if sharing.mode in ("time-slicing", "mps"):
+        most = limits.MAX_MPS_CLIENTS_PER_GPU if sharing.mode == "mps" else limits.MAX_PODS_PER_NODE
+        why = "CUDA MPS's limit of clients per GPU" if sharing.mode == "mps" else "kubelet's default limit of pods per node"
         if sharing.replicas is None:
             problems.append(Problem(f"{at}.replicas", f"required for mode {sharing.mode} (at least 2)"))
         elif sharing.replicas < 2:
             problems.append(Problem(f"{at}.replicas", f"expected at least 2 for mode {sharing.mode}, got {sharing.replicas}"))
+        elif sharing.replicas > most:
+            problems.append(Problem(f"{at}.replicas", f"at most {most} for mode {sharing.mode} ({why}), got {sharing.replicas}"))
     elif sharing.replicas is not None:
         problems.append(Problem(f"{at}.replicas", f"only for time-slicing and mps, not mode {sharing.mode}"))
     if sharing.mode != "mig":

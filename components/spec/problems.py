@@ -38,11 +38,42 @@ class SpecError(Exception):
 ROOT = CONFIG_KEY
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
+def path_of(loc: tuple[int | str, ...]) -> str:
     out = ROOT
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
+
+
+def in_file_order(raw: Any, problems: list[Problem]) -> list[Problem]:
+    """The problems sorted by where their field sits in the stack file, as a reader scans it.
+
+    A YAML mapping keeps the file's key order, so walking `raw` lists every path in reading order;
+    a problem about a defaulted field (absent from the file) sorts with its nearest written parent.
+    """
+    order: dict[str, int] = {}
+
+    def walk(value: Any, path: str) -> None:
+        order.setdefault(path, len(order))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}[{index}]")
+
+    walk(raw, ROOT)
+
+    def position(problem: Problem) -> int:
+        path = problem.path
+        while path not in order:
+            cut = max(path.rfind("."), path.rfind("["))
+            if cut <= 0:
+                return 0
+            path = path[:cut]
+        return order[path]
+
+    return sorted(problems, key=position)
 
 
 def _model_at(loc: tuple[int | str, ...]) -> type[_Spec] | None:
@@ -56,18 +87,18 @@ def _model_at(loc: tuple[int | str, ...]) -> type[_Spec] | None:
         )
         if field is None:
             return model
-        inner = _spec_class(field.annotation)
+        inner = spec_class(field.annotation)
         if inner is None:
             return None
         model = inner
     return model
 
 
-def _spec_class(annotation: Any) -> type[_Spec] | None:
+def spec_class(annotation: Any) -> type[_Spec] | None:
     if isinstance(annotation, type) and issubclass(annotation, _Spec):
         return annotation
     for arg in getattr(annotation, "__args__", ()):
-        found = _spec_class(arg)
+        found = spec_class(arg)
         if found is not None:
             return found
     return None
@@ -78,17 +109,17 @@ def shape_problem(err: Any) -> Problem:
     kind: str = err["type"]
     value = err.get("input")
     if kind == "missing":
-        return Problem(_path(loc), "required field is missing")
+        return Problem(path_of(loc), "required field is missing")
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         allowed = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
         hint = did_you_mean(str(loc[-1]), allowed)
         return Problem(
-            _path(loc), f"unknown key{hint}; allowed keys: {', '.join(allowed)}"
+            path_of(loc), f"unknown key{hint}; allowed keys: {', '.join(allowed)}"
         )
     if kind == "literal_error":
         expected = err["ctx"]["expected"]
-        return Problem(_path(loc), f"expected {expected}, got {value!r}")
+        return Problem(path_of(loc), f"expected {expected}, got {value!r}")
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type"):
         wanted = {
             "string_type": "a string",
@@ -99,10 +130,12 @@ def shape_problem(err: Any) -> Problem:
             "model_type": "a mapping",
         }[kind]
         hint = ' (quote versions: "1.33")' if kind == "string_type" and isinstance(value, float) else ""
-        return Problem(_path(loc), f"expected {wanted}, got {value!r}{hint}")
+        return Problem(path_of(loc), f"expected {wanted}, got {value!r}{hint}")
     if kind in ("greater_than_equal", "too_short"):
-        return Problem(_path(loc), f"{err['msg'].lower()}, got {value!r}")
-    return Problem(_path(loc), err["msg"])
+        return Problem(path_of(loc), f"{err['msg'].lower()}, got {value!r}")
+    if kind == "less_than_equal":
+        return Problem(path_of(loc), f"must be at most {err['ctx']['le']}, got {value!r}")
+    return Problem(path_of(loc), err["msg"])
 
 
 def did_you_mean(word: str, choices: list[str]) -> str:

@@ -122,7 +122,7 @@ def test_nvidia_device_plugin_may_share_a_multi_gpu_training_pool() -> None:
 
 def test_gke_shares_a_gpu_between_at_most_48_pods() -> None:
     raw = platform()
-    raw["nodePools"][0]["sharing"] = {"mode": "mps", "replicas": 49}
+    raw["nodePools"][0]["sharing"] = {"mode": "time-slicing", "replicas": 49}
     assert messages_at(raw, f"{POOL0}.sharing.replicas") == ["GKE shares a GPU between at most 48 pods, got 49"]
 
 

@@ -166,10 +166,11 @@ def test_a_service_monitor_without_the_dcgm_exporter_is_rejected() -> None:
 def test_every_scheduling_problem_is_reported_at_once() -> None:
     platform = with_teams({"name": "research", "quotas": {"a100-train": 40}}, {"name": "kube-system"})
     platform["scheduling"]["priorityTiers"] = [{"name": "system-x", "value": 1}]
+    # In the order a reader meets them in the file: the teams come before the tiers there.
     assert [p.split(":", 1)[0] for p in problems(platform)] == [
-        "platform.scheduling.priorityTiers[0].name",
-        "platform.scheduling.teams[1].name",
         "platform.scheduling.teams",
+        "platform.scheduling.teams[1].name",
+        "platform.scheduling.priorityTiers[0].name",
     ]
 
 
