@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from components import catalog
+from components.declared import UNKNOWN, Resource
+from components.declared import get as _get
+from components.declared import items as _items
+from components.declared import mapping as _mapping
 from components.naming import TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
 from components.rule_catalog import RULES, RULES_BY_ID
 from components.spec import PlatformSpec
-
-# The offline synth writes values unknown at preview time as this marker (infra.synth._clean);
-# the pack maps CrossGuard's unknowns to it too.
-UNKNOWN = "[unknown]"
 
 # Type tokens of the resources rules read (pulumi-aws 7, pulumi-gcp 10, pulumi-kubernetes 4).
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -71,23 +71,6 @@ ADMIN_POLICY_SUFFIX = ":policy/AdministratorAccess"
 READ_ONLY_VERBS = ("Describe", "Get", "List")
 PUBLIC_ACCESS_BLOCK_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 WORKLOAD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "JobSet")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One declared resource, as rules see it in a synthesis and in a real preview alike."""
-
-    type: str
-    name: str
-    props: Mapping[str, Any]
-    protect: bool = False
-    ignore_changes: tuple[str, ...] = ()
-    # `type::name` of every resource this one depends on, explicitly or through its inputs.
-    depends_on: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"{self.type}::{self.name}"
 
 
 @dataclass(frozen=True)
@@ -161,34 +144,6 @@ def from_synthesis(records: Iterable[Mapping[str, Any]]) -> list[Resource]:
 
 
 # --- helpers over engine-shaped values ---------------------------------------------------
-
-
-def _get(value: Any, *path: str | int) -> Any:
-    """The value at `path`: None where a step is missing, UNKNOWN where a step is unknown.
-
-    Rules report a value only when it is known to be wrong, so an unknown never fails a rule,
-    while a missing value means the provider's default.
-    """
-    for step in path:
-        if value == UNKNOWN:
-            return UNKNOWN
-        if isinstance(step, int):
-            if not isinstance(value, list) or step >= len(value):
-                return None
-            value = value[step]
-        else:
-            if not isinstance(value, Mapping):
-                return None
-            value = value.get(step)
-    return value
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
 
 
 def _truthy(value: Any) -> bool:
