@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from components import catalog
+from components import catalog, fit
 from components.declared import UNKNOWN, Resource
 from components.declared import get as _get
 from components.declared import items as _items
@@ -82,6 +82,9 @@ class Context:
     max_gpus: int
     allow_spot: bool
     overrides: Mapping[str, str] = field(default_factory=dict)
+    # The stack's spec, for rules that render what it lets teams submit (job-fits-pool);
+    # None in contexts built by hand, where such rules have nothing to render.
+    spec: PlatformSpec | None = None
 
 
 def context_of(spec: PlatformSpec) -> Context:
@@ -92,6 +95,7 @@ def context_of(spec: PlatformSpec) -> Context:
         max_gpus=policy.max_gpus,
         allow_spot=policy.spot_allowed(spec.environment),
         overrides={o.rule: o.reason for o in policy.overrides},
+        spec=spec,
     )
 
 
@@ -706,6 +710,13 @@ def _ignored(res: Resource, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}.") for p in res.ignore_changes)
 
 
+def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Every job `gpu-platform job` accepts can run on what the stack declares (components.fit)."""
+    if ctx.spec is None:
+        return []
+    return [Violation("job-fits-pool", resource, message) for resource, message in fit.misfits(resources, ctx.spec)]
+
+
 CHECKS: dict[str, Rule] = {
     "gpu-pool-tainted": gpu_pool_tainted,
     "gpu-pool-scale-to-zero": gpu_pool_scale_to_zero,
@@ -722,6 +733,7 @@ CHECKS: dict[str, Rule] = {
     "priority-class-range": priority_class_range,
     "priority-class-autoscaler-cutoff": priority_class_autoscaler_cutoff,
     "autoscaler-drift-ignored": autoscaler_drift_ignored,
+    "job-fits-pool": job_fits_pool,
 }
 
 
