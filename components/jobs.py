@@ -1,8 +1,16 @@
 """A multi-node torchrun JobSet for a stack, rendered offline from the spec alone.
 
 Everything the job needs (the pool's selector and taint, the team's namespace and queue, the
-tier, the bucket, the trainer's service account) derives from the spec, so `gpu-platform job`
-prints an object a team can `kubectl apply` without reading anything back from the cloud.
+tier, the bucket, the trainer's service account, the node's share of CPU and memory) derives
+from the spec, so `gpu-platform job` prints an object a team can `kubectl apply` without reading
+anything back from the cloud. A request that renders is one that starts: the image is a pullable
+reference, the trainer accepts its arguments, and the fit proof (components.fit) holds the
+largest and smallest job of every pool against what the stack declares.
+
+The choices, with their upstream sources, are explained in docs/scheduling.md ("What `gpu-platform
+job` renders"): a static torchrun rendezvous on pod 0 after a bounded wait for its DNS record,
+one pod per node, restarts after disruptions that do not use up the restart budget, and a grace
+period sized for the preset's checkpoint.
 """
 
 from __future__ import annotations
@@ -11,34 +19,68 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import naming
-from components.aws.plan import efa_interfaces
-from components.kubernetes.queues import (
-    PRIORITY_CLASS_LABEL,
-    QUEUE_NAME_LABEL,
-    queue_plan,
-)
+import yaml
+
+from components import grace, image_ref, naming, node_resources, trainer_args
+from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
 from components.naming import TRAINER_UID
+from components.node_resources import EFA_RESOURCE, Requests
 from components.pools import GPU_RESOURCE, Pool, derive_pools
-from components.spec import PlatformSpec
+from components.spec import NodePoolSpec, PlatformSpec
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 # Kubernetes sets this annotation on each pod of an Indexed Job (batch/v1 Job docs).
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# JobSet labels every pod with its JobSet's name (jobset pkg/controllers/jobset_controller.go,
+# labelAndAnnotateObject; api/jobset/v1alpha2 JobSetNameKey).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 REPLICATED_JOB = "node"
+# torchrun's static rendezvous: the TCPStore pod 0's agent hosts (torch/distributed/run.py
+# --master-port; elastic/rendezvous/static_tcp_rendezvous.py).
 RDZV_PORT = 29400
+# How long a pod waits for pod 0's DNS record before it gives up (and the JobSet restarts).
+RDZV_WAIT_S = 300
 DATA_MOUNT = "/data"
 # On aws and existing clusters the data volume is a claim each team namespace holds; on GKE
 # the stack's bucket is mounted directly through the GCS FUSE CSI driver.
 DATA_CLAIM = naming.DATA_CLAIM
 GCS_FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+# The GCS FUSE webhook injects its sidecar into pods with this annotation and sizes it from the
+# request annotations (GoogleCloudPlatform/gcs-fuse-csi-driver pkg/webhook/injection.go); the
+# figures are GKE's documented defaults, stated so the fit proof can count them.
 GCS_FUSE_ANNOTATION = "gke-gcsfuse/volumes"
-# Advertised by the EFA device plugin on EFA pools (aws-efa-k8s-device-plugin).
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# torchrun restarts the workers this many times before the JobSet recreates its pods.
+GCS_FUSE_CPU_REQUEST_ANNOTATION = "gke-gcsfuse/cpu-request"
+GCS_FUSE_MEMORY_REQUEST_ANNOTATION = "gke-gcsfuse/memory-request"
+GCS_FUSE_SIDECAR = Requests(250, 256)
+# torchrun restarts a pod's workers this many times before the pod fails.
 TORCHRUN_MAX_RESTARTS = 3
-JOBSET_MAX_RESTARTS = 2
+# JobSet restarts after real failures (crashes, OOM kills, failed rendezvous); disruptions are free.
+DEFAULT_MAX_RESTARTS = 3
+DISRUPTION_RULE = "disruptions-do-not-count"
+# A quarter of the trainer's memory for /dev/shm (NCCL, data loader workers), between these.
+SHM_MIN_GI, SHM_MAX_GI = 1, 256
+# Existing clusters do not state node memory: a quarter of a 64 GiB node.
+SHM_UNKNOWN_NODE_GI = 16
+
+# The container's entry: wait (bounded) until pod 0's name resolves, then become torchrun, so
+# torchrun is PID 1 and receives the kubelet's SIGTERM. The name is torchrun's --master-addr.
+WAIT_THEN_TORCHRUN = """\
+import os, socket, sys, time
+host = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--master-addr="))
+limit = int(os.environ["RDZV_WAIT_SECONDS"])
+deadline = time.monotonic() + limit
+while True:
+    try:
+        socket.getaddrinfo(host, None)
+        break
+    except socket.gaierror:
+        if time.monotonic() > deadline:
+            sys.exit(f"rendezvous host {host} did not resolve within {limit} s")
+        time.sleep(1)
+os.execvp("torchrun", ["torchrun", *sys.argv[1:]])
+"""
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -61,13 +103,63 @@ class JobRequest:
     name: str = "train"
     image: str | None = None
     trainer_args: list[str] = field(default_factory=list)
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    # None: sized for the preset's checkpoint (components.grace).
+    grace_period: int | None = None
 
 
-def _one_gpu_per_pod(pool: Pool) -> bool:
-    """Shared GPUs go one slot per pod: GKE's sharing allows no more, and the NVIDIA plugin's
-    configs here fail larger requests (failRequestsGreaterThanOne), since slots of one GPU
-    would give a pod no more compute."""
+def shared_gpus(pool: Pool) -> bool:
+    """Time-sliced and MPS pools give a pod one slot of a GPU other pods use too: GKE's sharing
+    allows no more, and the NVIDIA plugin's configs here fail larger requests
+    (failRequestsGreaterThanOne), since slots of one GPU would give a pod no more compute."""
     return pool.sharing_mode in ("time-slicing", "mps")
+
+
+def _spec_pool(spec: PlatformSpec, name: str) -> NodePoolSpec:
+    return next(p for p in spec.node_pools if p.name == name)
+
+
+def _image(spec: PlatformSpec, request: JobRequest) -> tuple[str, str | None]:
+    """(where the image comes from, the reference)."""
+    if request.image is not None:
+        return "--image", request.image
+    image = spec.trainer.image
+    return "platform.trainer.image", None if image in (None, "build") else image
+
+
+def with_platform_defaults(request: JobRequest, peak_tflops: float) -> list[str]:
+    """The trainer arguments with what the platform fills in unless given: checkpoint and metrics
+    files on the shared volume, and the GPU's peak for MFU."""
+    args = list(request.trainer_args)
+    defaults = {
+        "--checkpoint-dir": f"{DATA_MOUNT}/checkpoints/{request.name}",
+        "--metrics-file": f"{DATA_MOUNT}/metrics/{request.name}.jsonl",
+        "--peak-tflops": f"{peak_tflops:g}",
+    }
+    for flag, value in defaults.items():
+        if not any(a == flag or a.startswith(f"{flag}=") for a in args):
+            args += [flag, value]
+    return args
+
+
+def _pool_problems(pool: Pool, request: JobRequest) -> list[str]:
+    problems: list[str] = []
+    if request.gpus_per_node > pool.slots_per_node:
+        problems.append(
+            f"--gpus-per-node: pool {pool.name} nodes offer {pool.slots_per_node} GPUs, asked for {request.gpus_per_node}"
+        )
+    if request.nodes > pool.max_nodes:
+        problems.append(f"--nodes: pool {pool.name} scales to {pool.max_nodes} nodes, asked for {request.nodes}")
+    if shared_gpus(pool) and request.gpus_per_node > 1:
+        problems.append(
+            f"--gpus-per-node: pool {pool.name} shares each GPU ({pool.sharing_mode}); a pod there may request 1 GPU"
+        )
+    if shared_gpus(pool) and request.nodes > 1:
+        problems.append(
+            f"--nodes: pool {pool.name} shares each GPU ({pool.sharing_mode}); a multi-node job would run NCCL "
+            "between slices of GPUs other jobs use: use an unshared pool, or --nodes 1"
+        )
+    return problems
 
 
 def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
@@ -82,54 +174,56 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
     if pool is None:
         problems.append(f"--pool: no pool {request.pool!r} in this stack; pools: {', '.join(pools)}")
     else:
-        if request.gpus_per_node > pool.slots_per_node:
-            problems.append(
-                f"--gpus-per-node: pool {pool.name} nodes offer {pool.slots_per_node} GPUs, asked for {request.gpus_per_node}"
-            )
-        if request.nodes > pool.max_nodes:
-            problems.append(f"--nodes: pool {pool.name} scales to {pool.max_nodes} nodes, asked for {request.nodes}")
-        if _one_gpu_per_pod(pool) and request.gpus_per_node > 1:
-            problems.append(
-                f"--gpus-per-node: pool {pool.name} shares each GPU ({pool.sharing_mode}); a pod there may request 1 GPU"
-            )
+        problems += _pool_problems(pool, request)
     if request.team is None and len(teams) > 1:
         problems.append(f"--team: required; teams: {', '.join(sorted(teams))}")
     elif request.team is not None and request.team not in teams:
         problems.append(f"--team: no team {request.team!r} in this stack; teams: {', '.join(sorted(teams))}")
     if request.tier not in tiers:
         problems.append(f"--tier: no tier {request.tier!r}; tiers: {', '.join(tiers)}")
-    if request.nodes < 1 or request.gpus_per_node < 1:
+    sizes_valid = request.nodes >= 1 and request.gpus_per_node >= 1
+    if not sizes_valid:
         problems.append("--nodes and --gpus-per-node: at least 1")
-    if request.image is None and (spec.trainer.image is None or spec.trainer.image == "build"):
+    if request.max_restarts < 0:
+        problems.append(f"--max-restarts: at least 0, got {request.max_restarts}")
+    if request.grace_period is not None and request.grace_period < grace.MIN_GRACE_PERIOD_S:
+        problems.append(
+            f"--grace-period: at least {grace.MIN_GRACE_PERIOD_S} seconds (torchrun stops "
+            f"{grace.SHUTDOWN_MARGIN_S} s before the kubelet), got {request.grace_period}"
+        )
+    source, image = _image(spec, request)
+    if image is None:
         hint = "`pulumi stack output trainerImage`" if spec.trainer.image == "build" else "a trainer image reference"
         problems.append(f"--image: required ({hint}); or set platform.trainer.image to an image reference")
+    else:
+        image_problem = image_ref.problem(image)
+        if image_problem:
+            problems.append(f"{source}: {image_problem}")
+    peak = pool.gpu.peak_bf16_tflops if pool is not None else 1.0
+    world_size = request.nodes * request.gpus_per_node if sizes_valid else None
+    problems += [
+        f"trainer argument {problem}"
+        for problem in trainer_args.problems(with_platform_defaults(request, peak), world_size)
+    ]
     return problems
 
 
-def _torchrun(request: JobRequest, host0: str, peak_tflops: float) -> list[str]:
-    args = [
-        "torchrun",
+def _torchrun(request: JobRequest, host0: str, shutdown_timeout: int, args: list[str]) -> list[str]:
+    """torchrun's arguments: a static rendezvous on pod 0, this pod's rank its completion index."""
+    return [
         f"--nnodes={request.nodes}",
         f"--nproc-per-node={request.gpus_per_node}",
         f"--max-restarts={TORCHRUN_MAX_RESTARTS}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={host0}:{RDZV_PORT}",
-        f"--rdzv-id={request.name}",
+        "--rdzv-backend=static",
+        f"--master-addr={host0}",
+        f"--master-port={RDZV_PORT}",
         "--node-rank=$(NODE_RANK)",
+        f"--shutdown-timeout={shutdown_timeout}",
         "-m",
         "trainer",
         "train",
+        *args,
     ]
-    trainer_args = list(request.trainer_args)
-    defaults = {
-        "--checkpoint-dir": f"{DATA_MOUNT}/checkpoints/{request.name}",
-        "--metrics-file": f"{DATA_MOUNT}/metrics/{request.name}.jsonl",
-        "--peak-tflops": f"{peak_tflops:g}",
-    }
-    for flag, value in defaults.items():
-        if not any(a == flag or a.startswith(f"{flag}=") for a in trainer_args):
-            trainer_args += [flag, value]
-    return args + trainer_args
 
 
 def _data_volume(spec: PlatformSpec) -> dict[str, Any]:
@@ -149,20 +243,140 @@ def _data_volume(spec: PlatformSpec) -> dict[str, Any]:
     return {"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}
 
 
-def _efa_interfaces(spec: PlatformSpec, pool: Pool, request: JobRequest) -> int:
+def _efa_devices(pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> int:
     """EFA devices a pod claims: all of the node's, when it takes every GPU of an EFA node."""
-    pool_spec = next(p for p in spec.node_pools if p.name == pool.name)
-    if spec.cloud != "aws" or not pool_spec.efa or pool.instance_type is None:
-        return 0
     if request.gpus_per_node < pool.gpus_per_node or request.nodes < 2:
         return 0
-    return len(efa_interfaces(pool.instance_type.name))
+    return node_resources.extended_resources(pool, spec_pool).get(EFA_RESOURCE, 0)
 
 
-def _shm_size(pool: Pool) -> str:
-    """Shared memory for NCCL and data loader workers: a quarter of the node, capped at 256Gi."""
-    memory = pool.instance_type.memory_gib if pool.instance_type else 64
-    return f"{min(memory // 4, 256)}Gi"
+def _trainer_requests(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> Requests | None:
+    """The trainer's CPU and memory: the pod's share of what its node leaves to jobs, in proportion
+    to the GPU slots it takes, less the sidecars injected into it. None where the spec does not
+    state node sizes (existing clusters): the namespace's default requests apply."""
+    node = node_resources.job_allocatable(spec, pool, spec_pool)
+    if node is None:
+        return None
+    pod = node_resources.share(node, request.gpus_per_node, pool.slots_per_node)
+    return pod - GCS_FUSE_SIDECAR if spec.cloud == "gcp" else pod
+
+
+def _shm_size(trainer: Requests | None) -> str:
+    if trainer is None:
+        return f"{SHM_UNKNOWN_NODE_GI}Gi"
+    return f"{min(max(trainer.memory_mib // 4 // 1024, SHM_MIN_GI), SHM_MAX_GI)}Gi"
+
+
+def _mps_through_gke(spec: PlatformSpec, pool: Pool) -> bool:
+    """GKE's own MPS: clients share the host's IPC namespace, where its MPS daemon lives (GKE docs,
+    "Share GPUs with multiple workloads using NVIDIA MPS": pods run with hostIPC)."""
+    return pool.sharing_mode == "mps" and spec.cloud == "gcp" and spec.device_plugin == "managed"
+
+
+def _container(
+    spec: PlatformSpec,
+    pool: Pool,
+    spec_pool: NodePoolSpec,
+    request: JobRequest,
+    image: str,
+    trainer: Requests | None,
+    grace_period: int,
+) -> dict[str, Any]:
+    devices = {GPU_RESOURCE: str(request.gpus_per_node)}
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
+        {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
+        {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
+    ]
+    efa = _efa_devices(pool, spec_pool, request)
+    if efa:
+        # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
+        # image's trainer-efa target).
+        devices[EFA_RESOURCE] = str(efa)
+        env.append({"name": "FI_PROVIDER", "value": "efa"})
+    resources = dict(devices)
+    if trainer is not None:
+        resources |= {
+            "cpu": node_resources.cpu_quantity(trainer.cpu_m),
+            "memory": node_resources.memory_quantity(trainer.memory_mib),
+        }
+    mounts = [{"name": "data", "mountPath": DATA_MOUNT}]
+    if pool.sharing_mode != "mps":
+        # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
+    host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
+    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops)
+    return {
+        "name": "trainer",
+        "image": image,
+        "command": ["python3", "-c", WAIT_THEN_TORCHRUN],
+        "args": _torchrun(request, host0, grace.shutdown_timeout(grace_period), args),
+        "env": env,
+        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TRAINER_UID,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+
+
+def _pod_spec(
+    spec: PlatformSpec, pool: Pool, request: JobRequest, container: dict[str, Any], trainer: Requests | None, grace_period: int
+) -> dict[str, Any]:
+    volumes = [_data_volume(spec)]
+    if pool.sharing_mode != "mps":
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(trainer)}})
+    pod: dict[str, Any] = {
+        "serviceAccountName": naming.TRAINER_SERVICE_ACCOUNT,
+        # IRSA's webhook projects its own token volume and GKE Workload Identity answers on the
+        # metadata server; the trainer never calls the Kubernetes API (docs/scheduling.md).
+        "automountServiceAccountToken": False,
+        "priorityClassName": request.tier,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace_period,
+        "nodeSelector": pool.selector,
+        "tolerations": [{"key": pool.taint.key, "operator": "Exists", "effect": pool.taint.effect}],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TRAINER_UID,
+            "fsGroup": TRAINER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if request.nodes > 1:
+        # One pod per node: the pods of one job never share a node's GPUs, NICs or memory.
+        pod["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {JOBSET_NAME_LABEL: request.name}}, "topologyKey": HOSTNAME_TOPOLOGY}
+                ]
+            }
+        }
+    if _mps_through_gke(spec, pool):
+        pod["hostIPC"] = True
+    return pod
+
+
+def _pod_annotations(spec: PlatformSpec) -> dict[str, str]:
+    if spec.cloud != "gcp":
+        return {}
+    return {
+        GCS_FUSE_ANNOTATION: "true",
+        GCS_FUSE_CPU_REQUEST_ANNOTATION: node_resources.cpu_quantity(GCS_FUSE_SIDECAR.cpu_m),
+        GCS_FUSE_MEMORY_REQUEST_ANNOTATION: node_resources.memory_quantity(GCS_FUSE_SIDECAR.memory_mib),
+    }
+
+
+def _team(spec: PlatformSpec, request: JobRequest) -> TeamQueue:
+    plan = queue_plan(spec, derive_pools(spec))
+    return next(t for t in plan.teams if request.team in (None, t.team))
 
 
 def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
@@ -171,55 +385,16 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     if problems:
         raise JobError(problems)
     pool = next(p for p in derive_pools(spec) if p.name == request.pool)
-    plan = queue_plan(spec, derive_pools(spec))
-    team = next(t for t in plan.teams if request.team in (None, t.team))
-    image = request.image or spec.trainer.image
+    spec_pool = _spec_pool(spec, pool.name)
+    team = _team(spec, request)
+    _, image = _image(spec, request)
     assert image is not None
-    devices = {GPU_RESOURCE: str(request.gpus_per_node)}
-    env: list[dict[str, Any]] = []
-    efa = _efa_interfaces(spec, pool, request)
-    if efa:
-        # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
-        # image's trainer-efa target).
-        devices[EFA_RESOURCE] = str(efa)
-        env.append({"name": "FI_PROVIDER", "value": "efa"})
-    # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
-    host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    pod_annotations = {GCS_FUSE_ANNOTATION: "true"} if spec.cloud == "gcp" else {}
-    container = {
-        "name": "trainer",
-        "image": image,
-        "command": _torchrun(request, host0, pool.gpu.peak_bf16_tflops),
-        "env": [
-            {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
-            # Restarted workers must not reuse the agent's store (pytorch/pytorch#135712).
-            {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"},
-            {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
-            *env,
-        ],
-        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
-        "resources": {"requests": dict(devices), "limits": dict(devices)},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": TRAINER_UID,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "data", "mountPath": DATA_MOUNT}, {"name": "dshm", "mountPath": "/dev/shm"}],
-    }
-    pod_spec = {
-        "serviceAccountName": naming.TRAINER_SERVICE_ACCOUNT,
-        "priorityClassName": request.tier,
-        "restartPolicy": "Never",
-        "nodeSelector": pool.selector,
-        "tolerations": [{"key": pool.taint.key, "operator": "Exists", "effect": pool.taint.effect}],
-        "securityContext": {"runAsNonRoot": True, "runAsUser": TRAINER_UID, "fsGroup": TRAINER_UID},
-        "containers": [container],
-        "volumes": [
-            _data_volume(spec),
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(pool)}},
-        ],
-    }
+    preset = trainer_args.preset(with_platform_defaults(request, pool.gpu.peak_bf16_tflops))
+    assert preset is not None, "the trainer arguments parsed in _problems"
+    grace_period = request.grace_period or grace.default_grace_period(preset)
+    trainer = _trainer_requests(spec, pool, spec_pool, request)
+    container = _container(spec, pool, spec_pool, request, image, trainer, grace_period)
+    annotations = _pod_annotations(spec)
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
@@ -230,7 +405,19 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
         },
         "spec": {
             "network": {"enableDNSHostnames": True, "subdomain": request.name, "publishNotReadyAddresses": True},
-            "failurePolicy": {"maxRestarts": JOBSET_MAX_RESTARTS},
+            "failurePolicy": {
+                "maxRestarts": request.max_restarts,
+                # Every pod of the old attempt is gone before the new one starts, so a new pod
+                # never reaches the old pod 0 under the same name.
+                "restartStrategy": "BlockingRecreate",
+                "rules": [
+                    {
+                        "name": DISRUPTION_RULE,
+                        "action": "RestartJobSetAndIgnoreMaxRestarts",
+                        "onJobFailureReasons": ["PodFailurePolicy"],
+                    }
+                ],
+            },
             "replicatedJobs": [
                 {
                     "name": REPLICATED_JOB,
@@ -241,9 +428,20 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
                             "completions": request.nodes,
                             "completionMode": "Indexed",
                             "backoffLimit": 0,
+                            # A pod lost to a drain, preemption or spot reclaim carries the
+                            # DisruptionTarget condition: fail the Job with reason PodFailurePolicy,
+                            # which the JobSet rule above restarts without counting.
+                            "podFailurePolicy": {
+                                "rules": [
+                                    {
+                                        "action": "FailJob",
+                                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                                    }
+                                ]
+                            },
                             "template": {
-                                "metadata": {"annotations": pod_annotations} if pod_annotations else {},
-                                "spec": pod_spec,
+                                "metadata": {"annotations": annotations} if annotations else {},
+                                "spec": _pod_spec(spec, pool, request, container, trainer, grace_period),
                             },
                         }
                     },
@@ -251,3 +449,18 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
             ],
         },
     }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the container's entry script) as literal blocks, readable in review."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(jobset: dict[str, Any]) -> str:
+    return yaml.dump(jobset, Dumper=_Dumper, sort_keys=False)

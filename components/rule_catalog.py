@@ -150,6 +150,15 @@ RULES: tuple[RuleInfo, ...] = (
         "advisory",
         "resource",
     ),
+    RuleInfo(
+        "job-fits-pool",
+        "On every pool, the largest and the smallest job `gpu-platform job` accepts fit what the stack declares: "
+        "the team's Kueue queue, flavor and quota, and a node scaled up from zero (the autoscaler's template and "
+        "the real node: extended resources, CPU and memory after reserved share and DaemonSets, labels, taints).",
+        "high",
+        "mandatory",
+        "stack",
+    ),
 )
 
 RULES_BY_ID: dict[str, RuleInfo] = {rule.id: rule for rule in RULES}

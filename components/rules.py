@@ -18,15 +18,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from components import catalog
+from components import catalog, fit
+from components.declared import UNKNOWN, Resource
+from components.declared import get as _get
+from components.declared import items as _items
+from components.declared import mapping as _mapping
 from components.naming import TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
 from components.rule_catalog import RULES, RULES_BY_ID
 from components.spec import PlatformSpec
-
-# The offline synth writes values unknown at preview time as this marker (infra.synth._clean);
-# the pack maps CrossGuard's unknowns to it too.
-UNKNOWN = "[unknown]"
 
 # Type tokens of the resources rules read (pulumi-aws 7, pulumi-gcp 10, pulumi-kubernetes 4).
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -74,23 +74,6 @@ WORKLOAD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "StatefulSet", "DaemonS
 
 
 @dataclass(frozen=True)
-class Resource:
-    """One declared resource, as rules see it in a synthesis and in a real preview alike."""
-
-    type: str
-    name: str
-    props: Mapping[str, Any]
-    protect: bool = False
-    ignore_changes: tuple[str, ...] = ()
-    # `type::name` of every resource this one depends on, explicitly or through its inputs.
-    depends_on: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"{self.type}::{self.name}"
-
-
-@dataclass(frozen=True)
 class Context:
     """What rules need from the spec: the environment, the limits and the waivers."""
 
@@ -99,6 +82,9 @@ class Context:
     max_gpus: int
     allow_spot: bool
     overrides: Mapping[str, str] = field(default_factory=dict)
+    # The stack's spec, for rules that render what it lets teams submit (job-fits-pool);
+    # None in contexts built by hand, where such rules have nothing to render.
+    spec: PlatformSpec | None = None
 
 
 def context_of(spec: PlatformSpec) -> Context:
@@ -109,6 +95,7 @@ def context_of(spec: PlatformSpec) -> Context:
         max_gpus=policy.max_gpus,
         allow_spot=policy.spot_allowed(spec.environment),
         overrides={o.rule: o.reason for o in policy.overrides},
+        spec=spec,
     )
 
 
@@ -161,34 +148,6 @@ def from_synthesis(records: Iterable[Mapping[str, Any]]) -> list[Resource]:
 
 
 # --- helpers over engine-shaped values ---------------------------------------------------
-
-
-def _get(value: Any, *path: str | int) -> Any:
-    """The value at `path`: None where a step is missing, UNKNOWN where a step is unknown.
-
-    Rules report a value only when it is known to be wrong, so an unknown never fails a rule,
-    while a missing value means the provider's default.
-    """
-    for step in path:
-        if value == UNKNOWN:
-            return UNKNOWN
-        if isinstance(step, int):
-            if not isinstance(value, list) or step >= len(value):
-                return None
-            value = value[step]
-        else:
-            if not isinstance(value, Mapping):
-                return None
-            value = value.get(step)
-    return value
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
 
 
 def _truthy(value: Any) -> bool:
@@ -751,6 +710,13 @@ def _ignored(res: Resource, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}.") for p in res.ignore_changes)
 
 
+def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Every job `gpu-platform job` accepts can run on what the stack declares (components.fit)."""
+    if ctx.spec is None:
+        return []
+    return [Violation("job-fits-pool", resource, message) for resource, message in fit.misfits(resources, ctx.spec)]
+
+
 CHECKS: dict[str, Rule] = {
     "gpu-pool-tainted": gpu_pool_tainted,
     "gpu-pool-scale-to-zero": gpu_pool_scale_to_zero,
@@ -767,6 +733,7 @@ CHECKS: dict[str, Rule] = {
     "priority-class-range": priority_class_range,
     "priority-class-autoscaler-cutoff": priority_class_autoscaler_cutoff,
     "autoscaler-drift-ignored": autoscaler_drift_ignored,
+    "job-fits-pool": job_fits_pool,
 }
 
 

@@ -14,8 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import check, program, review, stackfile, summary, synth
@@ -63,8 +61,10 @@ def cmd_job(args: argparse.Namespace) -> int:
         name=args.name,
         image=args.image,
         trainer_args=args.trainer_args,
+        max_restarts=args.max_restarts,
+        grace_period=args.grace_period,
     )
-    print(yaml.safe_dump(jobs.render(spec, request), sort_keys=False), end="")
+    print(jobs.to_yaml(jobs.render(spec, request)), end="")
     return EXIT_OK
 
 
@@ -134,6 +134,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tier", required=True, help="a priority tier, e.g. production, standard")
     p.add_argument("--name", default="train", help="the JobSet's name (default train)")
     p.add_argument("--image", help="trainer image (default: platform.trainer.image)")
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        default=jobs.DEFAULT_MAX_RESTARTS,
+        help=f"JobSet restarts after failures; disruptions do not count (default {jobs.DEFAULT_MAX_RESTARTS})",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=int,
+        metavar="SECONDS",
+        help="pods' terminationGracePeriodSeconds and torchrun's shutdown timeout (default: sized for the preset's checkpoint)",
+    )
     p.set_defaults(func=cmd_job)
 
     p = commands.add_parser(

@@ -7,6 +7,7 @@ from typing import Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components import node_resources
 from components.aws import facts, plan
 from components.pools import Pool
 from components.spec import NodePoolSpec
@@ -147,7 +148,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
         )
         self.asg_name = asg_name(self.node_group)
-        for key, value in plan.asg_tags(cluster_name, pool, labels).items():
+        resources = node_resources.extended_resources(pool, spec_pool)
+        for key, value in plan.asg_tags(cluster_name, pool, labels, resources).items():
             aws.autoscaling.Tag(
                 f"{name}:{key}",
                 autoscaling_group_name=self.asg_name,

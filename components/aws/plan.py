@@ -62,20 +62,24 @@ def autoscaler_cluster_tag(cluster_name: str) -> str:
     return f"{facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}"
 
 
-def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str]) -> dict[str, str]:
+def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: dict[str, int]) -> dict[str, str]:
     """Tags the pool's autoscaling group needs for auto-discovery and scale from zero.
 
-    With no node to look at, the autoscaler builds a template node from these tags: what it
-    advertises (`nvidia.com/gpu` = GPUs x replicas on shared pools), its labels and its taint.
-    Managed node group tags never reach the ASG, so these go on the ASG itself.
+    With no node to look at, the autoscaler builds a template node from the instance type
+    (pods, CPU, memory, physical GPUs) and these tags: every extended resource a job may request
+    (`resources`: GPU slots, EFA devices; node_resources.extended_resources), the labels and the
+    taint (cluster-autoscaler/cloudprovider/aws/aws_manager.go, buildNodeFromTemplate and
+    extractAllocatableResourcesFromAsg; kubernetes/autoscaler#2929). A resource without a tag
+    counts as zero, so a pod requesting it never triggers a scale-up from zero. Managed node
+    group tags never reach the ASG, so these go on the ASG itself.
     """
     taint = pool.taint
     tags = {
         facts.AUTOSCALER_ENABLED_TAG: "true",
         autoscaler_cluster_tag(cluster_name): "owned",
-        f"{facts.NODE_TEMPLATE_PREFIX}resources/nvidia.com/gpu": str(pool.slots_per_node),
         f"{facts.NODE_TEMPLATE_PREFIX}taint/{taint.key}": f"{taint.value}:{taint.effect}",
     }
+    tags.update({f"{facts.NODE_TEMPLATE_PREFIX}resources/{name}": str(count) for name, count in resources.items()})
     tags.update({f"{facts.NODE_TEMPLATE_PREFIX}label/{key}": value for key, value in labels.items()})
     return dict(sorted(tags.items()))
 

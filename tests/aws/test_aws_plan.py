@@ -22,36 +22,23 @@ def dev_pools() -> dict[str, Any]:
     return {pool.name: pool for pool in derive_pools(spec_of(platform_of("dev-aws")))}
 
 
-def test_a_time_sliced_pool_advertises_gpus_times_replicas_from_zero() -> None:
-    pool = dev_pools()["l4-shared"]  # g6.xlarge: 1 L4, time-sliced x4
-    tags = plan.asg_tags("ml-dev", pool, pool.labels)
+def test_asg_tags_advertise_every_extended_resource_a_job_may_request() -> None:
+    pool = dev_pools()["l4-train"]
+    tags = plan.asg_tags("ml-dev", pool, pool.labels, {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1})
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "4"
-
-
-def test_an_unshared_pool_advertises_its_gpus_from_zero() -> None:
-    pool = dev_pools()["l4-train"]  # g6.12xlarge: 4 L4
-    tags = plan.asg_tags("ml-dev", pool, pool.labels)
-    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "4"
-
-
-def test_an_mps_pool_advertises_gpus_times_replicas_from_zero() -> None:
-    raw = platform_of("dev-aws")
-    raw["nodePools"][1]["sharing"] = {"mode": "mps", "replicas": 3}
-    pool = derive_pools(spec_of(raw))[1]
-    tags = plan.asg_tags("ml-dev", pool, pool.labels)
-    assert tags["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "12"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "1"
 
 
 def test_asg_tags_template_the_pools_labels_and_taint() -> None:
     pool = dev_pools()["l4-train"]
-    tags = plan.asg_tags("ml-dev", pool, {"gpu-platform.io/pool": "l4-train"})
+    tags = plan.asg_tags("ml-dev", pool, {"gpu-platform.io/pool": "l4-train"}, {})
     assert tags["k8s.io/cluster-autoscaler/node-template/label/gpu-platform.io/pool"] == "l4-train"
     assert tags["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
 
 
 def test_asg_tags_carry_the_auto_discovery_tags() -> None:
     pool = dev_pools()["l4-train"]
-    tags = plan.asg_tags("ml-dev", pool, {})
+    tags = plan.asg_tags("ml-dev", pool, {}, {})
     assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
     assert tags["k8s.io/cluster-autoscaler/ml-dev"] == "owned"
 

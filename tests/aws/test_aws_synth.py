@@ -14,8 +14,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
+from components import jobs
 from components.aws import facts, plan
-from infra import cli
+from infra import cli, stackfile
 from infra.synth import Synthesis
 from helpers import REFERENCE, REPO, stack_config
 
@@ -112,6 +113,17 @@ def test_asg_template_advertises_what_a_node_will(dev: Synthesis, group: str, gp
 
 def test_a_p5_asg_template_advertises_eight_gpus(prod: Synthesis) -> None:
     assert asg_tags(prod, "ml-prod-h100-train")["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"] == "8"
+
+
+@pytest.mark.parametrize(("pool", "nodes"), [("h100-train", 8), ("h200-train", 4)])
+def test_efa_asg_templates_advertise_the_efa_devices_their_jobs_request(prod: Synthesis, pool: str, nodes: int) -> None:
+    spec = stackfile.read("prod-aws", REPO).spec()
+    args = ["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", str(nodes * 8),
+            "--seq-len", "128", "--seed", "0", "--data", "/data/x"]
+    jobset = jobs.render(spec, jobs.JobRequest(pool, nodes, 8, "research", "production", image="ghcr.io/a/t:1", trainer_args=args))
+    requested = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    tag = asg_tags(prod, f"ml-prod-{pool}")["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"]
+    assert tag == requested["requests"]["vpc.amazonaws.com/efa"]
 
 
 def test_asg_template_repeats_every_node_label_and_the_taint(dev: Synthesis) -> None:

@@ -42,7 +42,9 @@ def test_each_team_namespace_holds_one_claim_named_as_jobs_mount_it(dev: Synthes
 def test_the_claim_is_in_the_namespace_a_team_job_renders_into(dev: Synthesis) -> None:
     spec = stackfile.read("dev-aws", REPO).spec()
     request = jobs.JobRequest(
-        pool="l4-train", nodes=2, gpus_per_node=4, team="applied", tier="standard", image="ghcr.io/acme/trainer:1.0.0"
+        pool="l4-train", nodes=2, gpus_per_node=4, team="applied", tier="standard", image="ghcr.io/acme/trainer:1.0.0",
+        trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", "8",
+                      "--seq-len", "128", "--seed", "0", "--data", "/data/x"],
     )
     jobset = jobs.render(spec, request)
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from k8s_support import REPO, crd_schema, onprem_platform, spec_of
 
+from components import grace
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from infra import cli
 from infra.synth import Synthesis
+from trainer.config import PRESETS
 
 GUIDE = REPO / "docs" / "scheduling.md"
 
@@ -54,3 +59,15 @@ def test_the_guide_s_pods_pick_a_pool_and_a_tier_the_onprem_stack_has(onprem: Sy
     assert pod["priorityClassName"] in {o["metadata"]["name"] for o in objects if o["kind"] == "PriorityClass"}
     flavors = [o["spec"]["nodeLabels"] for o in objects if o["kind"] == "ResourceFlavor"]
     assert pod["nodeSelector"] in flavors
+
+
+def test_the_guide_s_job_is_what_its_gpu_platform_job_command_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    text = GUIDE.read_text().replace("\\\n", " ")
+    [command] = [m.group(0).split("|")[0] for m in re.finditer(r"gpu-platform job onprem .*", text)]
+    assert cli.main(shlex.split(command)[1:]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == guide_job()
+
+
+def test_the_guide_s_grace_periods_are_the_defaults() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| (\d+) s \|$", GUIDE.read_text(), re.M)
+    assert {preset: int(seconds) for preset, seconds in rows} == {p: grace.default_grace_period(p) for p in PRESETS}

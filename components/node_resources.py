@@ -1,0 +1,245 @@
+"""What one node of a GPU pool offers a job: extended resources, and the CPU and memory left
+after the node's reserved share and the DaemonSets the stack runs there.
+
+Pure functions and data tables. The AWS wing's scale-from-zero tags, the JobSet renderer and the
+fit proof (components.fit) all read them, so a job never asks for something its node's template
+does not advertise. The fit proof recomputes a node's offer from the synthesized resources
+instead of the spec, so a derivation that disagrees with what is declared shows up there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from components import catalog
+from components.aws.plan import efa_interfaces
+from components.kubernetes.device_plugin import installs_device_plugin
+from components.pools import GPU_RESOURCE, Pool
+from components.spec import NodePoolSpec, PlatformSpec
+from components.declared import UNKNOWN
+from components.spec.models import Cloud
+
+# Advertised by the EFA device plugin, one per EFA interface of the node
+# (aws/eks-charts stable/aws-efa-k8s-device-plugin).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Requests:
+    """CPU in millicores and memory in MiB: what a pod requests or a node has left."""
+
+    cpu_m: int
+    memory_mib: int
+
+    def __add__(self, other: Requests) -> Requests:
+        return Requests(self.cpu_m + other.cpu_m, self.memory_mib + other.memory_mib)
+
+    def __sub__(self, other: Requests) -> Requests:
+        return Requests(self.cpu_m - other.cpu_m, self.memory_mib - other.memory_mib)
+
+    def fits_in(self, other: Requests) -> bool:
+        return self.cpu_m <= other.cpu_m and self.memory_mib <= other.memory_mib
+
+
+NOTHING = Requests(0, 0)
+
+
+def extended_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int]:
+    """The extended resources one node of `pool` advertises, which is also the most a job's pod
+    there may request: GPU slots (GPUs x sharing replicas or MIG instances) and, on AWS EFA
+    pools, one EFA device per interface of the launch template (components.aws.plan)."""
+    resources = {GPU_RESOURCE: pool.slots_per_node}
+    if spec_pool.efa and pool.instance_type is not None:
+        resources[EFA_RESOURCE] = len(efa_interfaces(pool.instance_type.name))
+    return resources
+
+
+# --- the node's reserved share ----------------------------------------------------------------
+
+# kubelet `evictionHard: memory.available<100Mi` on both clouds: EKS AL2023 nodeadm's default
+# kubelet config and GKE (cluster-autoscaler/cloudprovider/gce/reserved.go, KubeletEvictionHardMemory).
+EVICTION_HARD_MIB = 100
+
+# Memory the kernel keeps before the kubelet counts capacity: 1/64 of RAM plus 16 MiB, plus
+# 64 MiB of software IO TLB above 3 GiB. The cluster autoscaler's estimate for GCE nodes
+# (cluster-autoscaler/cloudprovider/gce/reserved.go, CalculateKernelReserved); used for both clouds,
+# since a catalog's nominal memory is more than any kubelet reports.
+KERNEL_RESERVED_RATIO = 64
+KERNEL_RESERVED_MIB = 16
+SWIOTLB_MIB = 64
+SWIOTLB_THRESHOLD_MIB = 3 * 1024
+
+# kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the third and fourth, 0.25%
+# of every further core. The same ranges on EKS (awslabs/amazon-eks-ami nodeadm
+# internal/kubelet/config.go, getCPUMillicoresToReserve) and GKE ("GKE node sizing", node
+# allocatable). Upper bound of each range in millicores, and the share of it in 1/10000.
+CPU_RESERVED_RANGES: tuple[tuple[int | None, int], ...] = ((1000, 600), (2000, 100), (4000, 50), (None, 25))
+
+# EKS AL2023 kube-reserved memory is 11 MiB per pod the node may run plus 255 MiB (nodeadm
+# getMemoryMebibytesToReserve). The pod count is the VPC CNI's ENI limit, capped by EKS managed
+# node groups at 110 pods below 30 vCPUs and 250 from 30 (EKS user guide, "Amazon EKS recommended
+# maximum Pods for each Amazon EC2 instance type"); the caps are used as an upper bound.
+EKS_MEMORY_PER_POD_MIB = 11
+EKS_MEMORY_BASE_MIB = 255
+EKS_MAX_PODS_SMALL = 110
+EKS_MAX_PODS_LARGE = 250
+EKS_LARGE_NODE_VCPUS = 30
+
+# GKE reserved memory: 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next
+# 112 and 2% above 128 GiB ("GKE node sizing", memory and CPU reservations). Upper bound in GiB,
+# share in percent.
+GKE_MEMORY_RESERVED_RANGES: tuple[tuple[int | None, int], ...] = ((4, 25), (8, 20), (16, 10), (128, 6), (None, 2))
+
+
+def _tiered(total: int, ranges: tuple[tuple[int | None, int], ...], scale: int) -> int:
+    """Σ share x the part of `total` within each range (shares in 1/`scale`)."""
+    reserved, start = 0, 0
+    for end, share in ranges:
+        upper = total if end is None else min(total, end)
+        if upper > start:
+            reserved += (upper - start) * share // scale
+        start = end if end is not None else total
+    return reserved
+
+
+def kernel_reserved_mib(memory_mib: int) -> int:
+    reserved = memory_mib // KERNEL_RESERVED_RATIO + KERNEL_RESERVED_MIB
+    return reserved + SWIOTLB_MIB if memory_mib > SWIOTLB_THRESHOLD_MIB else reserved
+
+
+def cpu_reserved_m(vcpus: int) -> int:
+    return _tiered(vcpus * 1000, CPU_RESERVED_RANGES, 10000)
+
+
+def eks_memory_reserved_mib(vcpus: int) -> int:
+    pods = EKS_MAX_PODS_LARGE if vcpus >= EKS_LARGE_NODE_VCPUS else EKS_MAX_PODS_SMALL
+    return EKS_MEMORY_PER_POD_MIB * pods + EKS_MEMORY_BASE_MIB
+
+
+def gke_memory_reserved_mib(memory_mib: int) -> int:
+    ranges = tuple((None if end is None else end * 1024, share) for end, share in GKE_MEMORY_RESERVED_RANGES)
+    return _tiered(memory_mib, ranges, 100)
+
+
+def allocatable(cloud: Cloud, shape: catalog.InstanceType) -> Requests:
+    """What the kubelet of a fresh node of `shape` reports as allocatable, conservatively."""
+    memory = shape.memory_gib * 1024
+    reserved = eks_memory_reserved_mib(shape.vcpus) if cloud == "aws" else gke_memory_reserved_mib(memory)
+    return Requests(
+        shape.vcpus * 1000 - cpu_reserved_m(shape.vcpus),
+        memory - kernel_reserved_mib(memory) - reserved - EVICTION_HARD_MIB,
+    )
+
+
+# --- DaemonSets on GPU nodes -------------------------------------------------------------------
+
+# What each DaemonSet the stack runs on GPU nodes requests per node. Chart defaults where the
+# chart sets requests; estimates, marked, where nothing upstream says.
+DAEMONSET_REQUESTS: dict[str, Requests] = {
+    # nvidia-device-plugin chart 0.20.0 `resources: {}`, shared by the plugin, gpu-feature-discovery
+    # and the MPS control daemon (tests/data/charts/nvidia-device-plugin-0.20.0.defaults.json).
+    "nvidia-device-plugin": NOTHING,
+    "gpu-feature-discovery": NOTHING,
+    "nvidia-mps-control-daemon": NOTHING,
+    # node-feature-discovery chart 0.19.0 (the device plugin chart's dependency) worker.resources.
+    "node-feature-discovery-worker": Requests(5, 64),
+    # dcgm-exporter chart 4.8.2 resources.requests (tests/data/charts/dcgm-exporter-4.8.2.defaults.json).
+    "dcgm-exporter": Requests(100, 128),
+    # aws/eks-charts stable/aws-efa-k8s-device-plugin values.yaml resources.requests.
+    "aws-efa-k8s-device-plugin": Requests(10, 20),
+    # EKS add-ons. aws-node: aws/amazon-vpc-cni-k8s charts/aws-vpc-cni values.yaml requests 25m for
+    # the CNI and (estimate) 25m for its network policy agent container.
+    "aws-node": Requests(50, 0),
+    # kube-proxy add-on DaemonSet: 100m CPU (EKS "kube-proxy" add-on manifest).
+    "kube-proxy": Requests(100, 0),
+    # kubernetes-sigs/aws-ebs-csi-driver chart node DaemonSet: 10m / 40Mi for each of its three
+    # containers (plugin, node-driver-registrar, liveness probe).
+    "ebs-csi-node": Requests(30, 120),
+    # kubernetes-sigs/aws-efs-csi-driver chart: node.resources {} by default; estimate: the
+    # chart's suggested 100m / 128Mi, in case the add-on sets them.
+    "efs-csi-node": Requests(100, 128),
+    # GKE's own DaemonSets on a GPU node of a Dataplane V2 cluster (anetd, fluentbit-gke,
+    # gke-metrics-agent, pdcsi-node, netd, nvidia-gpu-device-plugin, gcsfusecsi-node, managed DCGM).
+    # GKE does not publish their requests: estimate, check with `kubectl describe node`.
+    "gke-system": Requests(600, 1024),
+}
+
+# The EKS add-on behind each add-on DaemonSet (aws:eks/addon:Addon addonName).
+EKS_ADDON_DAEMONSETS: dict[str, str] = {
+    "vpc-cni": "aws-node",
+    "kube-proxy": "kube-proxy",
+    "aws-ebs-csi-driver": "ebs-csi-node",
+    "aws-efs-csi-driver": "efs-csi-node",
+}
+# The add-ons the AWS wing installs whose DaemonSets tolerate every taint (components.aws.cluster).
+EKS_ADDONS = ("vpc-cni", "kube-proxy", "aws-ebs-csi-driver", "aws-efs-csi-driver")
+DEVICE_PLUGIN_DAEMONSETS = ("nvidia-device-plugin", "gpu-feature-discovery", "node-feature-discovery-worker")
+
+
+def gpu_node_daemonsets(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec) -> list[str]:
+    """The DaemonSets the spec puts on a node of `pool`: the GPU layer's node agents and the
+    cloud's own. The fit proof derives the same list from the synthesized resources."""
+    names: list[str] = []
+    if installs_device_plugin(spec):
+        names += DEVICE_PLUGIN_DAEMONSETS
+        if pool.sharing_mode == "mps":
+            names.append("nvidia-mps-control-daemon")
+    if spec.cloud == "aws":
+        names += [EKS_ADDON_DAEMONSETS[addon] for addon in EKS_ADDONS]
+        if spec_pool.efa:
+            names.append("aws-efa-k8s-device-plugin")
+    if spec.cloud == "gcp":
+        names.append("gke-system")
+    elif spec.monitoring.dcgm:
+        # GKE collects DCGM metrics itself (infra.program); elsewhere the layer runs the exporter.
+        names.append("dcgm-exporter")
+    return names
+
+
+def job_allocatable(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec) -> Requests | None:
+    """CPU and memory a node of `pool` leaves to jobs; None on existing clusters, whose node
+    sizes the spec does not state."""
+    if pool.instance_type is None or spec.cloud == "existing":
+        return None
+    taken = sum((DAEMONSET_REQUESTS[name] for name in gpu_node_daemonsets(spec, pool, spec_pool)), NOTHING)
+    return allocatable(spec.cloud, pool.instance_type) - taken
+
+
+def share(node: Requests, slots: int, slots_per_node: int) -> Requests:
+    """A pod's part of a node in proportion to the GPU slots it takes, rounded down."""
+    return Requests(node.cpu_m * slots // slots_per_node, node.memory_mib * slots // slots_per_node)
+
+
+def cpu_quantity(millicores: int) -> str:
+    return f"{millicores}m"
+
+
+def memory_quantity(mib: int) -> str:
+    return f"{mib}Mi"
+
+
+# Kubernetes resource quantities as charts and our objects spell them (apimachinery resource.Quantity).
+_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+_MEMORY_UNITS = {"": 1 / MIB, "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024, "k": 1e3 / MIB, "M": 1e6 / MIB, "G": 1e9 / MIB}
+
+
+def cpu_millicores(quantity: Any) -> int:
+    """A Kubernetes CPU quantity ("250m", "2", 2) in millicores; 0 when absent or unknown."""
+    match = _QUANTITY.match(str(quantity)) if quantity is not None and quantity != UNKNOWN else None
+    if match is None:
+        return 0
+    number, unit = float(match.group(1)), match.group(2)
+    return int(number) if unit == "m" else int(number * 1000)
+
+
+def memory_mib(quantity: Any) -> int:
+    """A Kubernetes memory quantity ("256Mi", "1Gi", bytes) in MiB, rounded up; 0 when absent."""
+    match = _QUANTITY.match(str(quantity)) if quantity is not None and quantity != UNKNOWN else None
+    if match is None or match.group(2) not in _MEMORY_UNITS:
+        return 0
+    return math.ceil(float(match.group(1)) * _MEMORY_UNITS[match.group(2)])

@@ -1,0 +1,96 @@
+"""What a node of a pool offers jobs: extended resources, reserved share, DaemonSets."""
+
+from __future__ import annotations
+
+from k8s_support import REPO, chart_defaults
+
+from components import charts, node_resources
+from components.aws.plan import efa_interfaces
+from components.node_resources import DAEMONSET_REQUESTS, EFA_RESOURCE, Requests, cpu_millicores, memory_mib
+from components.pools import derive_pools
+from infra import stackfile
+
+
+def pools(stack: str):
+    spec = stackfile.read(stack, REPO).spec()
+    return spec, {p.name: (p, sp) for p, sp in zip(derive_pools(spec), spec.node_pools)}
+
+
+def test_a_time_sliced_node_advertises_gpus_times_replicas() -> None:
+    _, by_name = pools("dev-aws")
+    assert node_resources.extended_resources(*by_name["l4-shared"]) == {"nvidia.com/gpu": 4}
+
+
+def test_an_efa_node_advertises_one_efa_device_per_interface_of_its_launch_template() -> None:
+    _, by_name = pools("prod-aws")
+    assert node_resources.extended_resources(*by_name["h100-train"]) == {
+        "nvidia.com/gpu": 8,
+        EFA_RESOURCE: len(efa_interfaces("p5.48xlarge")),
+    }
+    assert EFA_RESOURCE not in node_resources.extended_resources(*by_name["l4-eval"])
+
+
+def test_kube_reserved_cpu_follows_the_eks_and_gke_ranges() -> None:
+    # 6% of core 1, 1% of core 2, 0.5% of cores 3-4, 0.25% of the rest.
+    assert [node_resources.cpu_reserved_m(n) for n in (1, 2, 4, 8, 192)] == [60, 70, 80, 90, 550]
+
+
+def test_eks_reserves_memory_per_pod_up_to_the_managed_node_group_pod_cap() -> None:
+    assert node_resources.eks_memory_reserved_mib(4) == 11 * 110 + 255
+    assert node_resources.eks_memory_reserved_mib(192) == 11 * 250 + 255
+
+
+def test_gke_reserves_memory_by_tiers() -> None:
+    # 25% of 4 GiB + 20% of 4 GiB + 10% of 8 GiB on a 16 GiB machine.
+    assert node_resources.gke_memory_reserved_mib(16 * 1024) == 1024 + 819 + 819
+    # ... + 6% of 112 GiB + 2% of the 128 GiB above on a 256 GiB machine.
+    assert node_resources.gke_memory_reserved_mib(256 * 1024) == 1024 + 819 + 819 + 6881 + 2621
+
+
+def test_the_kernel_keeps_a_64th_of_memory_and_more_above_3_gib() -> None:
+    assert node_resources.kernel_reserved_mib(2048) == 32 + 16
+    assert node_resources.kernel_reserved_mib(16384) == 256 + 16 + 64
+
+
+def test_existing_nodes_have_no_known_size() -> None:
+    spec, by_name = pools("onprem")
+    assert node_resources.job_allocatable(spec, *by_name["a100-train"]) is None
+
+
+def test_an_aws_gpu_node_runs_the_layer_s_agents_and_the_eks_add_ons() -> None:
+    spec, by_name = pools("prod-aws")
+    assert sorted(node_resources.gpu_node_daemonsets(spec, *by_name["h100-train"])) == [
+        "aws-efa-k8s-device-plugin", "aws-node", "dcgm-exporter", "ebs-csi-node", "efs-csi-node",
+        "gpu-feature-discovery", "kube-proxy", "node-feature-discovery-worker", "nvidia-device-plugin",
+    ]
+
+
+def test_a_gke_gpu_node_runs_gke_s_own_agents_only() -> None:
+    spec, by_name = pools("prod-gcp")
+    assert node_resources.gpu_node_daemonsets(spec, *by_name["h100-train"]) == ["gke-system"]
+
+
+def test_a_pod_s_share_is_proportional_to_its_slots_and_rounded_down() -> None:
+    assert node_resources.share(Requests(3535, 14000), 1, 4) == Requests(883, 3500)
+
+
+def requests_of(defaults: dict) -> Requests:
+    requests = (defaults.get("resources") or {}).get("requests") or {}
+    return Requests(cpu_millicores(requests.get("cpu")), memory_mib(requests.get("memory")))
+
+
+def test_the_dcgm_exporter_s_requests_are_its_chart_defaults() -> None:
+    chart = charts.DCGM_EXPORTER
+    assert DAEMONSET_REQUESTS["dcgm-exporter"] == requests_of(chart_defaults(chart.name, chart.version))
+
+
+def test_the_device_plugin_s_daemonsets_request_what_its_chart_sets() -> None:
+    chart = charts.NVIDIA_DEVICE_PLUGIN
+    defaults = requests_of(chart_defaults(chart.name, chart.version))
+    for name in ("nvidia-device-plugin", "gpu-feature-discovery", "nvidia-mps-control-daemon"):
+        assert DAEMONSET_REQUESTS[name] == defaults
+
+
+def test_quantities_read_as_kubernetes_spells_them() -> None:
+    assert [cpu_millicores(q) for q in ("250m", "2", 2, None)] == [250, 2000, 2000, 0]
+    assert [memory_mib(q) for q in ("256Mi", "1Gi", "1048576", "1G")] == [256, 1024, 1, 954]

@@ -1,0 +1,67 @@
+"""Trainer arguments are judged by the trainer's own parser, every problem at once."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from components import trainer_args
+from trainer import config
+
+VALID = [
+    "--data", "/d", "--checkpoint-dir", "/c", "--metrics-file", "/m", "--preset", "small", "--max-steps", "10",
+    "--checkpoint-every", "5", "--global-batch-size", "32", "--seq-len", "512", "--seed", "1",
+]
+
+
+def parses(args: list[str]) -> bool:
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            config.parse(["train", *args])
+        except (SystemExit, config.ConfigError):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        VALID,
+        [*VALID, "--compile"],
+        [*VALID, "--lr=0.001"],
+        [*VALID, "--max-st", "3"],
+        [*VALID, "--seed", "-3"],
+        [*VALID, "--parallel", "tp"],
+        [*VALID, "--keep-checkpoints", "-1"],
+        [*VALID, "--compile=yes"],
+        [*VALID, "extra"],
+        [*VALID, "--min-lr-ratio", "1.0"],
+        [*VALID, "--lr"],
+        [*VALID, "--micro-batch-size", "abc"],
+        VALID[:-2],
+        [],
+    ],
+)
+def test_the_walk_and_the_trainer_s_parser_agree(args: list[str]) -> None:
+    assert (trainer_args.problems(args, None) == []) == parses(args)
+
+
+def test_every_problem_is_reported_not_only_the_first() -> None:
+    found = trainer_args.problems(["--preset", "nosuch", "--max-steps", "0"], None)
+    assert "--preset: 'nosuch' is not one of 1b, large, medium, small, tiny" in found
+    assert "--max-steps: expected a positive integer, got '0'" in found
+    assert "--seed: required" in found
+
+
+def test_an_ambiguous_abbreviation_names_the_candidates() -> None:
+    assert trainer_args.problems([*VALID, "--eval=3"], None) == ["--eval: ambiguous, could be --eval-every, --eval-samples"]
+
+
+def test_help_is_not_a_training_run() -> None:
+    assert trainer_args.problems([*VALID, "--help"], None) == ["--help: prints help instead of training"]
+
+
+def test_the_world_size_must_divide_the_batch() -> None:
+    assert trainer_args.problems(VALID, 3) == ["--global-batch-size 32 is not divisible by the 3 processes; use a multiple of 3"]
