@@ -141,7 +141,8 @@ class PoolModel:
 
 @dataclass(frozen=True)
 class QueueModel:
-    """A Kueue ClusterQueue: GPU slot quotas per flavor (pool) and its policies."""
+    """A Kueue ClusterQueue: GPU slot quotas per flavor (pool) and its policies. A flavor the
+    queue does not list is absent from `nominal`: Kueue admits nothing there, not even borrowed."""
 
     name: str
     cohort: str | None
@@ -299,7 +300,7 @@ def _queues(objects: _Objects, pools: Sequence[str]) -> tuple[QueueModel, ...]:
             QueueModel(
                 name=name,
                 cohort=str(cohort) if cohort else None,
-                nominal={p: _int(quotas.get(p, {}).get("nominalQuota", 0), f"{owner} {p} nominalQuota") for p in pools},
+                nominal={p: _int(quotas[p].get("nominalQuota", 0), f"{owner} {p} nominalQuota") for p in pools if p in quotas},
                 borrowing_limit={
                     p: _optional_int(quotas.get(p, {}).get("borrowingLimit"), f"{owner} {p} borrowingLimit") for p in pools
                 },

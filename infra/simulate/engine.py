@@ -1,0 +1,794 @@
+"""The discrete-event simulation: Kueue admits, nodes come and go, jobs run, and are preempted or
+interrupted, on one clock, against a StackModel.
+
+What each part does, and the upstream behaviour it follows:
+
+- Kueue (0.19, classic preemption; site/content/en/docs/concepts/cluster_queue.md and
+  preemption.md, pkg/scheduler and pkg/cache/scheduler/resource_node.go). A job is a workload
+  asking for nodes x GPU slots of one flavor (its pool), admitted whole or not at all. Each
+  scheduling cycle takes the head of every ClusterQueue (highest priority, then oldest queue
+  timestamp), admits first those that fit without borrowing, then by priority and timestamp. A
+  workload fits when its slots are at most what its queue has available: unused nominal quota
+  plus what the cohort can lend (the cohort's own quota and its queues' unused lendable quota),
+  within the queue's borrowingLimit. BestEffortFIFO sets aside a head that cannot be admitted
+  and looks at the next; StrictFIFO stops at it. Set-aside workloads are tried again when quota
+  on their flavor is released. A workload that does not fit and asks no more than its queue's
+  nominal quota may preempt: workloads of lower priority in its own queue (withinClusterQueue)
+  and, in queues of the cohort that are borrowing, those the reclaimWithinCohort policy allows,
+  other queues first, lowest priority first, most recently admitted first; the targets found
+  are then minimised by adding back, in reverse order, those it can do without.
+- waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
+  timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
+  requeued after a backoff, behind the workloads queued meanwhile.
+- Nodes: the cluster autoscaler adds nodes for the pods of admitted jobs that no node can take,
+  up to the pool's maximum, ready after the pool's scale-up delay; pods below its expendable
+  priority cutoff never cause a scale-up and never keep a node. A node without other pods is
+  removed after the unneeded time, not within the delay after the cluster's last scale-up, never
+  below the pool's minimum (cluster-autoscaler FAQ). A whole-GPU pool runs one job per node;
+  shared and MIG pools place pods by GPU slots, each pod of a job on its own node, on the least
+  or most allocated node as the cluster's scheduler profile prefers.
+- Spot nodes are lost as a Poisson process; a job on a lost node stops, loses the work since its
+  last checkpoint, and waits for nodes again with its admission kept (the JobSet restarts its
+  pods; Kueue sees no eviction), up to the recovery timeout. A preempted job loses the same and
+  goes back to its queue with its original timestamp.
+
+Everything is deterministic for a seed: events at one instant are handled in a fixed order and
+each pool draws its interruptions from its own generator seeded by (seed, pool).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from infra.simulate.model import StackModel, backoff_s, spot_rate_per_s
+from infra.simulate.trace import TraceJob
+
+# Event kinds, in the order handled at one instant: a job that ends at the same time as its
+# node is lost has finished.
+FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, INTERRUPT = range(6)
+
+# Job states.
+PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
+
+# Without --horizon-s the run ends once every job has finished, or, when some never can (say
+# opportunistic jobs on a pool that nothing else scales up), once nothing has been submitted,
+# started or finished for two full waitForPodsReady requeue cycles.
+STALL_CYCLES = 2
+
+# Status and end_reason names (jobs.csv, segments.csv).
+STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED = "finished", "rejected", "unfinished"
+END_FINISHED, END_PREEMPTED, END_INTERRUPTED, END_HORIZON = "finished", "preempted", "interrupted", "horizon"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch a job ran: `gpus` is the GPU slots its pods held."""
+
+    job: str
+    pool: str
+    start: float
+    end: float
+    gpus: int
+    end_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A stretch a job held Kueue quota (admitted, running or waiting for nodes)."""
+
+    job: str
+    queue: str
+    pool: str
+    start: float
+    end: float
+    slots: int
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    id: str
+    team: str
+    tier: str
+    pool: str
+    submit: float
+    first_start: float | None
+    end: float | None
+    preemptions: int
+    interruptions: int
+    lost_gpu_s: float
+    status: str
+    # Why a rejected job can never run.
+    reason: str
+    slots: int
+
+
+@dataclass(slots=True)
+class PoolOutcome:
+    name: str
+    node_seconds: float
+    slots_per_node: int
+    gpus_per_node: int
+    usd_per_node_hour: float | None
+    # (time, nodes up or booting, GPU slots of jobs waiting), at each change.
+    series: list[tuple[float, int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    stack: str
+    seed: int
+    horizon: float
+    jobs: list[JobOutcome]
+    segments: list[Segment]
+    reservations: list[Reservation]
+    pools: list[PoolOutcome]
+
+
+class _Job:
+    __slots__ = (
+        "spec", "index", "pool", "queue", "slots", "per_node", "nodes", "priority", "pod_priority", "expendable",
+        "state", "order_ts", "token", "admitted_at", "admission", "progress", "seg_start", "held", "first_start", "end",
+        "preemptions", "interruptions", "lost", "requeues", "reason",
+    )
+
+    def __init__(self, spec: TraceJob, index: int, pool: int, queue: int, priority: int, pod_priority: int, expendable: bool) -> None:
+        self.spec = spec
+        self.index = index
+        self.pool = pool
+        self.queue = queue
+        self.nodes = spec.nodes
+        self.per_node = spec.gpus_per_node
+        self.slots = spec.nodes * spec.gpus_per_node
+        self.priority = priority
+        self.pod_priority = pod_priority
+        self.expendable = expendable
+        self.state = PENDING
+        self.order_ts = spec.submit_s
+        self.token = 0
+        self.admitted_at = 0.0
+        # Order of the last admission: "admitted most recently" among equal times.
+        self.admission = 0
+        # Work saved in the last checkpoint: where the next run starts.
+        self.progress = 0.0
+        self.seg_start = 0.0
+        self.held: list[_Node] = []
+        self.first_start: float | None = None
+        self.end: float | None = None
+        self.preemptions = 0
+        self.interruptions = 0
+        self.lost = 0.0
+        self.requeues = 0
+        self.reason = ""
+
+    def key(self) -> tuple[int, float, int, _Job]:
+        """Kueue's queue order: priority, then the queue timestamp."""
+        return (-self.priority, self.order_ts, self.index, self)
+
+
+class _Node:
+    __slots__ = ("id", "created", "ready", "alive", "free", "jobs", "busy", "token", "timer")
+
+    def __init__(self, node_id: int, created: float, slots: int) -> None:
+        self.id = node_id
+        # Billed from here: the instance runs while it boots.
+        self.created = created
+        self.ready = False
+        self.alive = True
+        self.free = slots
+        self.jobs: list[_Job] = []
+        # Jobs on the node that keep it up (not expendable).
+        self.busy = 0
+        self.token = 0
+        self.timer = False
+
+
+class _Pool:
+    """One pool (one Kueue flavor): its nodes, and every queue's quota, usage and jobs on it."""
+
+    def __init__(self, index: int, model: StackModel, seed: int) -> None:
+        self.model = model.pools[index]
+        self.index = index
+        queues = model.queues
+        cohorts = sorted({q.cohort for q in queues if q.cohort})
+        name = self.model.name
+        self.defined = [name in q.nominal for q in queues]
+        self.nominal = [q.nominal.get(name, 0) for q in queues]
+        lending = [q.lending_limit.get(name) for q in queues]
+        # Kueue's localQuota: the part of nominal quota a queue never lends.
+        self.local = [max(0, n - lend) if lend is not None else 0 for n, lend in zip(self.nominal, lending)]
+        self.borrow_limit = [q.borrowing_limit.get(name) for q in queues]
+        self.cohort = [cohorts.index(q.cohort) if q.cohort else -1 for q in queues]
+        self.cohort_quota = [model.cohorts[c].get(name, 0) for c in cohorts]
+        for q, k in enumerate(self.cohort):
+            if k >= 0 and self.defined[q]:
+                self.cohort_quota[k] += self.nominal[q] - self.local[q]
+        self.cohort_usage = [0] * len(cohorts)
+        self.usage = [0] * len(queues)
+        self.pending: list[dict[int, list[tuple[int, float, int, _Job]]]] = [{} for _ in queues]
+        self.pending_count = 0
+        self.admitted: list[dict[int, _Job]] = [{} for _ in queues]
+        self.waiting: list[_Job] = []
+        self.arrivals: list[_Job] = []
+        self.quota_freed = False
+        self.nodes: list[_Node] = []
+        self.free: list[_Node] = []
+        self.provisioning = 0
+        self.candidates: list[_Node] = []
+        self.queued_slots = 0
+        # (created, removed) of every node gone.
+        self.lifetimes: list[tuple[float, float]] = []
+        self.series: list[tuple[float, int, int]] = []
+        self.rng = random.Random(f"{seed}:{name}")
+        self.rate = spot_rate_per_s(self.model)
+
+    # Kueue's quota arithmetic (resource_node.go: available, potentialAvailable, addUsage,
+    # removeUsage), for one flavor and a one-level cohort.
+
+    def available(self, q: int) -> int:
+        if not self.defined[q]:
+            return 0
+        usage, local, k = self.usage[q], self.local[q], self.cohort[q]
+        if k < 0:
+            return max(0, self.nominal[q] - usage)
+        parent = self.cohort_quota[k] - self.cohort_usage[k]
+        limit = self.borrow_limit[q]
+        if limit is not None:
+            parent = min(parent, self.nominal[q] - local - max(0, usage - local) + limit)
+        return max(0, max(0, local - usage) + parent)
+
+    def potential(self, q: int) -> int:
+        if not self.defined[q]:
+            return 0
+        if self.cohort[q] < 0:
+            return self.nominal[q]
+        most = self.local[q] + self.cohort_quota[self.cohort[q]]
+        limit = self.borrow_limit[q]
+        return most if limit is None else min(most, self.nominal[q] + limit)
+
+    def add_usage(self, q: int, slots: int) -> None:
+        spare = max(0, self.local[q] - self.usage[q])
+        self.usage[q] += slots
+        if self.cohort[q] >= 0 and slots > spare:
+            self.cohort_usage[self.cohort[q]] += slots - spare
+
+    def remove_usage(self, q: int, slots: int) -> None:
+        stored = self.usage[q] - self.local[q]
+        self.usage[q] -= slots
+        if stored > 0 and self.cohort[q] >= 0:
+            self.cohort_usage[self.cohort[q]] -= min(slots, stored)
+
+    def alive_nodes(self) -> int:
+        return len(self.nodes)
+
+
+class Simulation:
+    """One run of a trace against a model. `run()` once."""
+
+    def __init__(self, model: StackModel, trace: Sequence[TraceJob], seed: int = 0, horizon_s: float | None = None) -> None:
+        self.model = model
+        self.seed = seed
+        self.horizon = horizon_s
+        self.pools = [_Pool(i, model, seed) for i in range(len(model.pools))]
+        pool_index = {p.name: i for i, p in enumerate(model.pools)}
+        queue_index = {q.name: i for i, q in enumerate(model.queues)}
+        cutoff = model.autoscaler.expendable_below if model.autoscaler else None
+        self.jobs: list[_Job] = []
+        for index, spec in enumerate(trace):
+            tier = model.tiers[spec.tier]
+            expendable = cutoff is not None and tier.pod_priority < cutoff
+            queue = queue_index[model.teams[spec.team]]
+            self.jobs.append(_Job(spec, index, pool_index[spec.pool], queue, tier.priority, tier.pod_priority, expendable))
+        self.heap: list[tuple[float, int, int, Any, int]] = []
+        self.seq = 0
+        self.next_node = 0
+        self.dirty: set[int] = set()
+        self.segments: list[Segment] = []
+        self.reservations: list[Reservation] = []
+        self.running = 0
+        self.unsettled = 0
+        self.last_progress = 0.0
+        self.last_scale_up = -math.inf
+        self.admissions = 0
+
+    # --- the clock --------------------------------------------------------------------------
+
+    def _push(self, time: float, kind: int, obj: Any, token: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (time, kind, self.seq, obj, token))
+
+    def run(self) -> Result:
+        arrivals = sorted(self.jobs, key=lambda j: (j.spec.submit_s, j.index))
+        for pool in self.pools:
+            for _ in range(pool.model.min_nodes):
+                self._ready(pool, self._add_node(pool, 0.0), 0.0)
+        stall = STALL_CYCLES * (self.model.kueue.pods_ready_timeout_s + self.model.kueue.backoff_max_s)
+        self.unsettled = len(self.jobs)
+        next_arrival = 0
+        heap = self.heap
+        while True:
+            upcoming = arrivals[next_arrival].spec.submit_s if next_arrival < len(arrivals) else math.inf
+            now = min(upcoming, heap[0][0] if heap else math.inf)
+            if now == math.inf:
+                break
+            if self.horizon is not None:
+                if now > self.horizon:
+                    break
+            elif self.unsettled == 0 or (
+                next_arrival == len(arrivals) and self.running == 0 and now > self.last_progress + stall
+            ):
+                break
+            while heap and heap[0][0] == now:
+                _, kind, _, obj, token = heapq.heappop(heap)
+                self._handle(kind, obj, token, now)
+            while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_s == now:
+                self._submit(arrivals[next_arrival], now)
+                next_arrival += 1
+            self._settle(now)
+        end = self.horizon if self.horizon is not None else self.last_progress
+        return self._result(end)
+
+    def _handle(self, kind: int, obj: Any, token: int, now: float) -> None:
+        if kind == FINISH:
+            if obj.token == token:
+                self._finish(obj, now)
+        elif kind == NODE_READY:
+            if obj[1].alive:
+                self._ready(self.pools[obj[0]], obj[1], now)
+        elif kind == PODS_READY_TIMEOUT:
+            if obj.token == token:
+                self._pods_ready_timeout(obj, now)
+        elif kind == REQUEUE:
+            if obj.token == token:
+                self._enqueue(obj)
+        elif kind == SCALE_DOWN:
+            pool, node = obj
+            if node.alive and node.token == token:
+                self._scale_down(self.pools[pool], node, token, now)
+        elif kind == INTERRUPT:
+            pool, node = obj
+            if node.alive:
+                self._remove_node(self.pools[pool], node, now)
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def _submit(self, job: _Job, now: float) -> None:
+        self.last_progress = now
+        pool = self.pools[job.pool]
+        reason = self._never_fits(job, pool)
+        if reason:
+            job.state, job.reason = REJECTED, reason
+            self.unsettled -= 1
+            return
+        self._enqueue(job)
+
+    def _never_fits(self, job: _Job, pool: _Pool) -> str:
+        m = pool.model
+        queue = self.model.queues[job.queue].name
+        if job.nodes > m.max_nodes:
+            return f"needs {job.nodes} nodes; pool {m.name} has at most {m.max_nodes}"
+        if job.per_node > m.max_pod_slots:
+            shared = " (its GPUs are shared: a pod may ask for 1)" if m.max_pod_slots < m.slots_per_node else ""
+            return f"asks {job.per_node} GPU slots per node; a pod on pool {m.name} may ask for {m.max_pod_slots}{shared}"
+        if job.slots > pool.potential(job.queue):
+            return (
+                f"needs {job.slots} GPU slots; ClusterQueue {queue} may hold at most {pool.potential(job.queue)}"
+                f" on pool {m.name} (nominal quota plus what its cohort can lend)"
+            )
+        return ""
+
+    def _enqueue(self, job: _Job) -> None:
+        """Into Kueue's queue (submitted, preempted, or back from a requeue backoff)."""
+        pool = self.pools[job.pool]
+        if job.state == BACKOFF:
+            pool.queued_slots -= job.slots
+        job.state = PENDING
+        heapq.heappush(pool.pending[job.queue].setdefault(job.slots, []), job.key())
+        pool.pending_count += 1
+        pool.queued_slots += job.slots
+        pool.arrivals.append(job)
+        self.dirty.add(job.pool)
+
+    def _admit(self, pool: _Pool, job: _Job, now: float) -> None:
+        heapq.heappop(pool.pending[job.queue][job.slots])
+        pool.pending_count -= 1
+        pool.add_usage(job.queue, job.slots)
+        pool.admitted[job.queue][job.index] = job
+        job.state, job.admitted_at = ADMITTED, now
+        self.admissions += 1
+        job.admission = self.admissions
+        job.token += 1
+        pool.waiting.append(job)
+        self._push(now + self.model.kueue.pods_ready_timeout_s, PODS_READY_TIMEOUT, job, job.token)
+
+    def _release_quota(self, pool: _Pool, job: _Job, now: float) -> None:
+        pool.remove_usage(job.queue, job.slots)
+        del pool.admitted[job.queue][job.index]
+        pool.quota_freed = True
+        self.reservations.append(
+            Reservation(job.spec.id, self.model.queues[job.queue].name, pool.model.name, job.admitted_at, now, job.slots)
+        )
+
+    def _start(self, pool: _Pool, job: _Job, nodes: list[_Node], now: float) -> None:
+        whole = pool.model.whole_nodes
+        for node in nodes:
+            node.free = 0 if whole else node.free - job.per_node
+            node.jobs.append(job)
+            if not job.expendable:
+                node.busy += 1
+                node.token += 1
+                node.timer = False
+        job.held = nodes
+        job.state, job.seg_start = RUNNING, now
+        job.token += 1
+        if job.first_start is None:
+            job.first_start = now
+        pool.queued_slots -= job.slots
+        self.running += 1
+        self.last_progress = now
+        self._push(now + job.spec.duration_s - job.progress, FINISH, job, job.token)
+
+    def _stop(self, pool: _Pool, job: _Job, now: float, reason: str) -> None:
+        """End the job's running stretch; work since its last checkpoint is lost unless it finished."""
+        ran = now - job.seg_start
+        if reason == END_FINISHED:
+            job.progress = job.spec.duration_s
+        else:
+            every = job.spec.checkpoint_every_s
+            saved = math.floor(ran / every) * every if every else 0.0
+            job.progress += saved
+            job.lost += (ran - saved) * job.slots
+        self.segments.append(Segment(job.spec.id, pool.model.name, job.seg_start, now, job.slots, reason))
+        whole = pool.model.whole_nodes
+        for node in job.held:
+            node.jobs.remove(job)
+            node.free = pool.model.slots_per_node if whole else node.free + job.per_node
+            if not job.expendable:
+                node.busy -= 1
+            if node.alive:
+                if whole:
+                    pool.free.append(node)
+                if node.busy == 0:
+                    pool.candidates.append(node)
+        job.held = []
+        self.running -= 1
+        self.dirty.add(job.pool)
+
+    def _finish(self, job: _Job, now: float) -> None:
+        pool = self.pools[job.pool]
+        self._stop(pool, job, now, END_FINISHED)
+        self._release_quota(pool, job, now)
+        job.state, job.end = FINISHED, now
+        job.token += 1
+        self.unsettled -= 1
+        self.last_progress = now
+
+    def _evict(self, pool: _Pool, job: _Job, now: float) -> None:
+        """Preempted by Kueue: back to the queue with its creation timestamp."""
+        if job.state == RUNNING:
+            self._stop(pool, job, now, END_PREEMPTED)
+        else:
+            pool.waiting.remove(job)
+            pool.queued_slots -= job.slots
+        self._release_quota(pool, job, now)
+        job.preemptions += 1
+        job.token += 1
+        job.order_ts = job.spec.submit_s
+        self._enqueue(job)
+
+    def _interrupt(self, pool: _Pool, job: _Job, now: float) -> None:
+        """The job lost a node: it waits for nodes again, admitted, up to the recovery timeout."""
+        self._stop(pool, job, now, END_INTERRUPTED)
+        job.interruptions += 1
+        job.state = ADMITTED
+        job.token += 1
+        pool.waiting.append(job)
+        pool.queued_slots += job.slots
+        self._push(now + self.model.kueue.recovery_timeout_s, PODS_READY_TIMEOUT, job, job.token)
+
+    def _pods_ready_timeout(self, job: _Job, now: float) -> None:
+        pool = self.pools[job.pool]
+        pool.waiting.remove(job)
+        self._release_quota(pool, job, now)
+        job.requeues += 1
+        job.state = BACKOFF
+        job.token += 1
+        if self.model.kueue.requeue_timestamp == "Eviction":
+            job.order_ts = now
+        self._push(now + backoff_s(self.model.kueue, job.requeues), REQUEUE, job, job.token)
+        self.dirty.add(job.pool)
+
+    # --- Kueue ------------------------------------------------------------------------------
+
+    def _admission(self, pool: _Pool, now: float) -> None:
+        """Scheduling cycles on one flavor until no head can be admitted (see the module doc)."""
+        everything = pool.quota_freed
+        fresh = {(job.queue, job.slots) for job in pool.arrivals if job.state == PENDING}
+        pool.quota_freed = False
+        pool.arrivals = []
+        if pool.pending_count == 0:
+            return
+        queues = self.model.queues
+        strict = [q.queueing_strategy == "StrictFIFO" for q in queues]
+        failed: set[tuple[int, int]] = set()
+        blocked: set[int] = set()
+        while True:
+            heads = []
+            for q, classes in enumerate(pool.pending):
+                if q in blocked:
+                    continue
+                best = None
+                for size, queued in classes.items():
+                    if not queued or (q, size) in failed:
+                        continue
+                    if not (everything or strict[q] or (q, size) in fresh):
+                        continue
+                    if best is None or queued[0] < best:
+                        best = queued[0]
+                if best is not None:
+                    heads.append(best)
+            if not heads:
+                return
+            # Fits within nominal quota first, then priority, then queue timestamp.
+            heads.sort(key=lambda h: (pool.usage[h[3].queue] + h[3].slots > pool.nominal[h[3].queue], h))
+            for head in heads:
+                job = head[3]
+                q = job.queue
+                if job.slots <= pool.available(q):
+                    self._admit(pool, job, now)
+                    continue
+                targets = self._preemption_targets(pool, job) if job.slots <= pool.nominal[q] else None
+                if targets:
+                    for target in targets:
+                        self._evict(pool, target, now)
+                    self._admit(pool, job, now)
+                    continue
+                failed.add((q, job.slots))
+                if strict[q]:
+                    blocked.add(q)
+
+    def _allows(self, policy: str, job: _Job, candidate: _Job) -> bool:
+        """Kueue's SatisfiesPreemptionPolicy (pkg/scheduler/preemption/common/preemption_policy.go)."""
+        if policy == "LowerPriority":
+            return candidate.priority < job.priority
+        if policy == "LowerOrNewerEqualPriority":
+            return candidate.priority < job.priority or (
+                candidate.priority == job.priority and job.order_ts < candidate.order_ts
+            )
+        return policy == "Any"
+
+    def _preemption_targets(self, pool: _Pool, job: _Job) -> list[_Job]:
+        """Classic preemption (pkg/scheduler/preemption/preemption.go, classicalPreemptions, and
+        classical/candidate_generator.go), with borrowWithinCohort Never."""
+        q, need = job.queue, job.slots
+        spec = self.model.queues[q]
+        # Candidate order: other queues first, then lower priority, then admitted most recently.
+        order = lambda c: (c.queue == q, c.priority, -c.admission)  # noqa: E731
+        same = []
+        if spec.within_cluster_queue != "Never":
+            same = sorted((c for c in pool.admitted[q].values() if self._allows(spec.within_cluster_queue, job, c)), key=order)
+        # The preemptor fits in its own nominal quota: a reclaim it may make while borrowing nothing.
+        advantage = pool.usage[q] + need <= pool.nominal[q]
+        others = []
+        if pool.cohort[q] >= 0 and spec.reclaim_within_cohort != "Never":
+            for other, admitted in enumerate(pool.admitted):
+                if other != q and pool.cohort[other] == pool.cohort[q] and pool.usage[other] > pool.nominal[other]:
+                    others += [c for c in admitted.values() if self._allows(spec.reclaim_within_cohort, job, c)]
+            others.sort(key=order)
+        candidates = others + same
+        if not others or pool.usage[q] >= pool.nominal[q]:
+            attempts = [True]
+        elif not advantage:
+            attempts = [False, True]
+        else:
+            attempts = [True, False]
+        for borrowing in attempts:
+            targets: list[_Job] = []
+            for candidate in candidates:
+                c = candidate.queue
+                if c != q and ((borrowing and not advantage) or pool.usage[c] <= pool.nominal[c]):
+                    continue
+                pool.remove_usage(c, candidate.slots)
+                targets.append(candidate)
+                if self._fits(pool, job, borrowing):
+                    targets = self._fill_back(pool, job, borrowing, targets)
+                    for target in targets:
+                        pool.add_usage(target.queue, target.slots)
+                    return targets
+            for target in targets:
+                pool.add_usage(target.queue, target.slots)
+        return []
+
+    @staticmethod
+    def _fits(pool: _Pool, job: _Job, borrowing: bool) -> bool:
+        if not borrowing and pool.usage[job.queue] + job.slots > pool.nominal[job.queue]:
+            return False
+        return job.slots <= pool.available(job.queue)
+
+    def _fill_back(self, pool: _Pool, job: _Job, borrowing: bool, targets: list[_Job]) -> list[_Job]:
+        """Add back, in reverse order, every target the preemptor can do without."""
+        for i in range(len(targets) - 2, -1, -1):
+            target = targets[i]
+            pool.add_usage(target.queue, target.slots)
+            if self._fits(pool, job, borrowing):
+                targets[i] = targets[-1]
+                targets.pop()
+            else:
+                pool.remove_usage(target.queue, target.slots)
+        return targets
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def _add_node(self, pool: _Pool, now: float) -> _Node:
+        """A node that boots for the pool's scale-up delay; spot nodes draw their loss now."""
+        node = _Node(self.next_node, now, pool.model.slots_per_node)
+        self.next_node += 1
+        pool.nodes.append(node)
+        pool.provisioning += 1
+        if pool.rate > 0:
+            self._push(now + pool.rng.expovariate(pool.rate), INTERRUPT, (pool.index, node))
+        return node
+
+    def _boot(self, pool: _Pool, now: float) -> None:
+        self._push(now + pool.model.scale_up_s, NODE_READY, (pool.index, self._add_node(pool, now)))
+
+    def _ready(self, pool: _Pool, node: _Node, now: float) -> None:
+        pool.provisioning -= 1
+        node.ready = True
+        if pool.model.whole_nodes:
+            pool.free.append(node)
+        pool.candidates.append(node)
+        self.dirty.add(pool.index)
+
+    def _remove_node(self, pool: _Pool, node: _Node, now: float) -> None:
+        """Scaled down or lost: its jobs are interrupted; the group keeps its minimum size."""
+        node.alive = False
+        pool.nodes.remove(node)
+        pool.lifetimes.append((node.created, now))
+        if not node.ready:
+            pool.provisioning -= 1
+        if node in pool.free:
+            pool.free.remove(node)
+        for job in list(node.jobs):
+            self._interrupt(pool, job, now)
+        while pool.alive_nodes() < pool.model.min_nodes:
+            self._boot(pool, now)
+        self.dirty.add(pool.index)
+
+    def _scale_down(self, pool: _Pool, node: _Node, token: int, now: float) -> None:
+        if pool.alive_nodes() <= pool.model.min_nodes:
+            node.timer = False
+            return
+        autoscaler = self.model.autoscaler
+        assert autoscaler is not None, "only autoscaled pools arm scale-down timers"
+        resume = self.last_scale_up + autoscaler.delay_after_add_s
+        if now < resume:
+            self._push(resume, SCALE_DOWN, (pool.index, node), token)
+            return
+        self._remove_node(pool, node, now)
+
+    def _place(self, pool: _Pool, now: float) -> None:
+        """The scheduler: admitted jobs by pod priority, then admission time, onto ready nodes."""
+        if not pool.waiting:
+            return
+        whole = pool.model.whole_nodes
+        most = self.model.autoscaler is not None and self.model.autoscaler.pack_most_allocated
+        still: list[_Job] = []
+        for job in sorted(pool.waiting, key=lambda j: (-j.pod_priority, j.admission)):
+            if whole:
+                if len(pool.free) >= job.nodes:
+                    self._start(pool, job, [pool.free.pop() for _ in range(job.nodes)], now)
+                    continue
+            else:
+                fits = [n for n in pool.nodes if n.ready and n.free >= job.per_node]
+                if len(fits) >= job.nodes:
+                    fits.sort(key=lambda n: (n.free if most else -n.free, n.id))
+                    self._start(pool, job, fits[: job.nodes], now)
+                    continue
+            still.append(job)
+        pool.waiting = still
+
+    def _scale_up(self, pool: _Pool, now: float) -> None:
+        """The cluster autoscaler: nodes for the pods no node (up or booting) can take."""
+        m = pool.model
+        demand = [j for j in pool.waiting if not j.expendable]
+        if not m.autoscaled or not demand:
+            return
+        room = m.max_nodes - pool.alive_nodes()
+        if m.whole_nodes:
+            add = sum(j.nodes for j in demand) - len(pool.free) - pool.provisioning
+        else:
+            spare = [n.free for n in pool.nodes if n.ready] + [m.slots_per_node] * pool.provisioning
+            add = 0
+            for job in demand:
+                placed = 0
+                for i, free in enumerate(spare):
+                    if placed == job.nodes:
+                        break
+                    if free >= job.per_node:
+                        spare[i] -= job.per_node
+                        placed += 1
+                for _ in range(job.nodes - placed):
+                    spare.append(m.slots_per_node - job.per_node)
+                    add += 1
+        for _ in range(min(add, room)):
+            self._boot(pool, now)
+            self.last_scale_up = now
+
+    def _arm_scale_down(self, pool: _Pool, now: float) -> None:
+        autoscaler = self.model.autoscaler
+        candidates, pool.candidates = pool.candidates, []
+        if autoscaler is None or not pool.model.autoscaled:
+            return
+        for node in candidates:
+            if node.alive and node.ready and node.busy == 0 and not node.timer:
+                node.timer = True
+                self._push(now + autoscaler.unneeded_s, SCALE_DOWN, (pool.index, node), node.token)
+
+    def _settle(self, now: float) -> None:
+        while self.dirty:
+            for index in sorted(self.dirty):
+                self.dirty.discard(index)
+                pool = self.pools[index]
+                while pool.arrivals or pool.quota_freed:
+                    self._admission(pool, now)
+                self._place(pool, now)
+                self._scale_up(pool, now)
+                self._arm_scale_down(pool, now)
+                sample = (now, pool.alive_nodes(), pool.queued_slots)
+                if not pool.series or pool.series[-1][1:] != sample[1:]:
+                    pool.series.append(sample)
+
+    # --- the result -------------------------------------------------------------------------
+
+    def _result(self, end: float) -> Result:
+        for job in self.jobs:
+            if job.state == RUNNING:
+                self.segments.append(
+                    Segment(job.spec.id, self.model.pools[job.pool].name, job.seg_start, end, job.slots, END_HORIZON)
+                )
+            if job.state in (RUNNING, ADMITTED):
+                self.reservations.append(
+                    Reservation(job.spec.id, self.model.queues[job.queue].name, self.model.pools[job.pool].name, job.admitted_at, end, job.slots)
+                )
+        outcomes = [
+            JobOutcome(
+                id=job.spec.id,
+                team=job.spec.team,
+                tier=job.spec.tier,
+                pool=job.spec.pool,
+                submit=job.spec.submit_s,
+                first_start=job.first_start,
+                end=job.end,
+                preemptions=job.preemptions,
+                interruptions=job.interruptions,
+                lost_gpu_s=job.lost,
+                status=STATUS_FINISHED if job.state == FINISHED else STATUS_REJECTED if job.state == REJECTED else STATUS_UNFINISHED,
+                reason=job.reason,
+                slots=job.slots,
+            )
+            for job in self.jobs
+        ]
+        pools = []
+        for pool in self.pools:
+            lives = [*pool.lifetimes, *((node.created, end) for node in pool.nodes)]
+            seconds = sum(max(0.0, min(gone, end) - created) for created, gone in lives)
+            series = [s for s in pool.series if s[0] <= end]
+            pools.append(
+                PoolOutcome(
+                    name=pool.model.name,
+                    node_seconds=seconds,
+                    slots_per_node=pool.model.slots_per_node,
+                    gpus_per_node=pool.model.gpus_per_node,
+                    usd_per_node_hour=pool.model.usd_per_node_hour,
+                    series=series,
+                )
+            )
+        return Result(self.model.stack, self.seed, end, outcomes, self.segments, self.reservations, pools)
+
+
+def simulate(model: StackModel, trace: Sequence[TraceJob], seed: int = 0, horizon_s: float | None = None) -> Result:
+    return Simulation(model, trace, seed, horizon_s).run()
