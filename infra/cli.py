@@ -17,6 +17,7 @@ from pathlib import Path
 from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import check, program, review, stackfile, summary, synth
+from infra.simulate import command as simulate
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -91,6 +92,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    root = stackfile.project_root()
+    stack_file, _, result = synthesize(args.stack, root)
+    out_dir = (args.out or root / "build" / "simulate") / stack_file.stack
+    options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
+    try:
+        sys.stdout.write(simulate.run(stack_file.stack, result, options))
+    except simulate.UsageError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def cmd_review(args: argparse.Namespace) -> int:
     try:
         text = review.run(args.base, args.stacks)
@@ -159,6 +174,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
     p.add_argument("--out", type=Path, help="also write the report to this file")
     p.set_defaults(func=cmd_review)
+
+    p = commands.add_parser(
+        "simulate", help="replay a job trace against what a stack deploys: waits, utilization and cost per team, tier and pool"
+    )
+    p.add_argument("stack", help="a stack name or a path to a Pulumi.<name>.yaml")
+    p.add_argument("--trace", type=Path, required=True, metavar="FILE", help="CSV: id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s[,checkpoint_every_s]")
+    p.add_argument("--out", type=Path, help="output folder (default build/simulate); files go to OUT/<stack>")
+    p.add_argument("--seed", type=int, default=0, help="seed of the spot interruptions (default 0)")
+    p.add_argument("--horizon-s", type=float, metavar="SECONDS", help="end of the simulated time (default: when the last job ends)")
+    p.add_argument("--spot-rate", action="append", default=[], metavar="POOL=PER_NODE_DAY", help="spot interruptions per node and day (repeatable)")
+    p.add_argument("--scale-up-s", action="append", default=[], metavar="POOL=SECONDS", help="seconds for a new node to take pods (repeatable)")
+    p.set_defaults(func=cmd_simulate)
 
     p = commands.add_parser("schema", help="print the stack file's JSON Schema")
     p.set_defaults(func=cmd_schema)
