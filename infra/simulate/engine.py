@@ -38,6 +38,8 @@ each pool draws its interruptions from its own generator seeded by (seed, pool).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import heapq
 import math
 import random
@@ -48,8 +50,10 @@ from infra.simulate.model import StackModel, backoff_s, spot_rate_per_s
 from infra.simulate.trace import TraceJob
 
 # Event kinds, in the order handled at one instant: a job that ends at the same time as its
-# node is lost has finished.
-FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, INTERRUPT = range(6)
+# node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of
+# deadlines (waitForPodsReady timeouts; scale-downs held by the delay after a scale-up), so a
+# busy cluster does not carry one event per waiting job or idle node.
+FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT = range(7)
 
 # Job states.
 PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
@@ -169,6 +173,11 @@ class _Job:
         return (-self.priority, self.order_ts, self.index, self)
 
 
+def _place_order(job: _Job) -> tuple[int, int]:
+    """The scheduler's order of pending pods: priority, then (here) admission order."""
+    return (-job.pod_priority, job.admission)
+
+
 class _Node:
     __slots__ = ("id", "created", "ready", "alive", "free", "jobs", "busy", "token", "timer")
 
@@ -208,10 +217,17 @@ class _Pool:
                 self.cohort_quota[k] += self.nominal[q] - self.local[q]
         self.cohort_usage = [0] * len(cohorts)
         self.usage = [0] * len(queues)
+        # Per queue: jobs waiting, in heaps by size (GPU slots), and the sizes that have any.
         self.pending: list[dict[int, list[tuple[int, float, int, _Job]]]] = [{} for _ in queues]
+        self.sizes: list[list[int]] = [[] for _ in queues]
         self.pending_count = 0
         self.admitted: list[dict[int, _Job]] = [{} for _ in queues]
+        # Per queue: how many admitted jobs hold each priority.
+        self.priorities: list[dict[int, int]] = [{} for _ in queues]
+        # Admitted jobs waiting for nodes, in the scheduler's order (pod priority, then admission),
+        # and the nodes the non-expendable ones need: what the autoscaler scales up for.
         self.waiting: list[_Job] = []
+        self.demand_nodes = 0
         self.arrivals: list[_Job] = []
         self.quota_freed = False
         self.nodes: list[_Node] = []
@@ -229,16 +245,20 @@ class _Pool:
     # removeUsage), for one flavor and a one-level cohort.
 
     def available(self, q: int) -> int:
+        # Conditional expressions rather than max(): this runs on every admission attempt.
         if not self.defined[q]:
             return 0
         usage, local, k = self.usage[q], self.local[q], self.cohort[q]
         if k < 0:
-            return max(0, self.nominal[q] - usage)
+            free = self.nominal[q] - usage
+            return free if free > 0 else 0
         parent = self.cohort_quota[k] - self.cohort_usage[k]
         limit = self.borrow_limit[q]
         if limit is not None:
-            parent = min(parent, self.nominal[q] - local - max(0, usage - local) + limit)
-        return max(0, max(0, local - usage) + parent)
+            lent = usage - local if usage > local else 0
+            parent = min(parent, self.nominal[q] - local - lent + limit)
+        free = (local - usage if local > usage else 0) + parent
+        return free if free > 0 else 0
 
     def potential(self, q: int) -> int:
         if not self.defined[q]:
@@ -292,7 +312,19 @@ class Simulation:
         self.unsettled = 0
         self.last_progress = 0.0
         self.last_scale_up = -math.inf
+        queues = model.queues
+        self.strict = [q.queueing_strategy == "StrictFIFO" for q in queues]
+        # Per queue: the other queues of its cohort.
+        self.cohort_members = [
+            [i for i, other in enumerate(queues) if i != q and spec.cohort and other.cohort == spec.cohort]
+            for q, spec in enumerate(queues)
+        ]
         self.admissions = 0
+        # waitForPodsReady deadlines by their length: (due, job, token), in due order.
+        self.timeouts: dict[float, collections.deque[tuple[float, _Job, int]]] = {}
+        # Scale-downs held by the delay after the last scale-up: (pool, node, token).
+        self.parked: list[tuple[int, _Node, int]] = []
+        self.unpark_pending = False
 
     # --- the clock --------------------------------------------------------------------------
 
@@ -339,8 +371,7 @@ class Simulation:
             if obj[1].alive:
                 self._ready(self.pools[obj[0]], obj[1], now)
         elif kind == PODS_READY_TIMEOUT:
-            if obj.token == token:
-                self._pods_ready_timeout(obj, now)
+            self._timeouts_due(obj, now)
         elif kind == REQUEUE:
             if obj.token == token:
                 self._enqueue(obj)
@@ -348,6 +379,8 @@ class Simulation:
             pool, node = obj
             if node.alive and node.token == token:
                 self._scale_down(self.pools[pool], node, token, now)
+        elif kind == UNPARK:
+            self._unpark(now)
         elif kind == INTERRUPT:
             pool, node = obj
             if node.alive:
@@ -386,27 +419,41 @@ class Simulation:
         if job.state == BACKOFF:
             pool.queued_slots -= job.slots
         job.state = PENDING
-        heapq.heappush(pool.pending[job.queue].setdefault(job.slots, []), job.key())
+        queued = pool.pending[job.queue].get(job.slots)
+        if queued is None:
+            queued = pool.pending[job.queue][job.slots] = []
+            bisect.insort(pool.sizes[job.queue], job.slots)
+        heapq.heappush(queued, job.key())
         pool.pending_count += 1
         pool.queued_slots += job.slots
         pool.arrivals.append(job)
         self.dirty.add(job.pool)
 
     def _admit(self, pool: _Pool, job: _Job, now: float) -> None:
-        heapq.heappop(pool.pending[job.queue][job.slots])
+        queued = pool.pending[job.queue][job.slots]
+        heapq.heappop(queued)
+        if not queued:
+            del pool.pending[job.queue][job.slots]
+            pool.sizes[job.queue].remove(job.slots)
         pool.pending_count -= 1
         pool.add_usage(job.queue, job.slots)
         pool.admitted[job.queue][job.index] = job
+        priorities = pool.priorities[job.queue]
+        priorities[job.priority] = priorities.get(job.priority, 0) + 1
         job.state, job.admitted_at = ADMITTED, now
         self.admissions += 1
         job.admission = self.admissions
         job.token += 1
-        pool.waiting.append(job)
-        self._push(now + self.model.kueue.pods_ready_timeout_s, PODS_READY_TIMEOUT, job, job.token)
+        self._wait(pool, job)
+        self._arm_timeout(job, now, self.model.kueue.pods_ready_timeout_s)
 
     def _release_quota(self, pool: _Pool, job: _Job, now: float) -> None:
         pool.remove_usage(job.queue, job.slots)
         del pool.admitted[job.queue][job.index]
+        priorities = pool.priorities[job.queue]
+        priorities[job.priority] -= 1
+        if not priorities[job.priority]:
+            del priorities[job.priority]
         pool.quota_freed = True
         self.reservations.append(
             Reservation(job.spec.id, self.model.queues[job.queue].name, pool.model.name, job.admitted_at, now, job.slots)
@@ -422,6 +469,8 @@ class Simulation:
                 node.token += 1
                 node.timer = False
         job.held = nodes
+        if not job.expendable:
+            pool.demand_nodes -= job.nodes
         job.state, job.seg_start = RUNNING, now
         job.token += 1
         if job.first_start is None:
@@ -471,7 +520,7 @@ class Simulation:
         if job.state == RUNNING:
             self._stop(pool, job, now, END_PREEMPTED)
         else:
-            pool.waiting.remove(job)
+            self._unwait(pool, job)
             pool.queued_slots -= job.slots
         self._release_quota(pool, job, now)
         job.preemptions += 1
@@ -485,13 +534,32 @@ class Simulation:
         job.interruptions += 1
         job.state = ADMITTED
         job.token += 1
-        pool.waiting.append(job)
+        self._wait(pool, job)
         pool.queued_slots += job.slots
-        self._push(now + self.model.kueue.recovery_timeout_s, PODS_READY_TIMEOUT, job, job.token)
+        self._arm_timeout(job, now, self.model.kueue.recovery_timeout_s)
+
+    def _arm_timeout(self, job: _Job, now: float, after: float) -> None:
+        """A waitForPodsReady deadline; deadlines of one length fall due in the order armed."""
+        line = self.timeouts.setdefault(after, collections.deque())
+        if not line:
+            self._push(now + after, PODS_READY_TIMEOUT, after)
+        line.append((now + after, job, job.token))
+
+    def _timeouts_due(self, after: float, now: float) -> None:
+        line = self.timeouts[after]
+        while line and line[0][0] <= now:
+            _, job, token = line.popleft()
+            if job.token == token:
+                self._pods_ready_timeout(job, now)
+        # Jobs that started meanwhile need no event.
+        while line and line[0][1].token != line[0][2]:
+            line.popleft()
+        if line:
+            self._push(line[0][0], PODS_READY_TIMEOUT, after)
 
     def _pods_ready_timeout(self, job: _Job, now: float) -> None:
         pool = self.pools[job.pool]
-        pool.waiting.remove(job)
+        self._unwait(pool, job)
         self._release_quota(pool, job, now)
         job.requeues += 1
         job.state = BACKOFF
@@ -504,51 +572,124 @@ class Simulation:
     # --- Kueue ------------------------------------------------------------------------------
 
     def _admission(self, pool: _Pool, now: float) -> None:
-        """Scheduling cycles on one flavor until no head can be admitted (see the module doc)."""
+        """Scheduling cycles on one flavor until no head can be admitted (see the module doc).
+
+        Jobs wait in classes of one queue and one size, each a heap in queue order, so a pass
+        looks only at the classes that can change: after quota is released, those its queue could
+        admit (up to its available quota) or preempt for (up to its nominal quota, when it has
+        candidates); after arrivals, only theirs. A class whose head can be neither admitted nor
+        preempted for is set aside for the rest of the pass, as Kueue's BestEffortFIFO sets an
+        inadmissible head aside until quota is released; under StrictFIFO the queue stops there.
+        """
         everything = pool.quota_freed
-        fresh = {(job.queue, job.slots) for job in pool.arrivals if job.state == PENDING}
+        arrivals = pool.arrivals
         pool.quota_freed = False
         pool.arrivals = []
         if pool.pending_count == 0:
             return
-        queues = self.model.queues
-        strict = [q.queueing_strategy == "StrictFIFO" for q in queues]
-        failed: set[tuple[int, int]] = set()
-        blocked: set[int] = set()
+        strict = self.strict
+        pending, nominal, usage = pool.pending, pool.nominal, pool.usage
+        # After a release, the first cycle's pruning (below) happens here, on the copy.
+        pruned = everything
+        if everything:
+            active = [
+                list(sizes) if strict[q] or not sizes else sizes[: bisect.bisect_right(sizes, self._reach(pool, q))]
+                for q, sizes in enumerate(pool.sizes)
+            ]
+        else:
+            # An arrival behind the head of its class can do no better than the head, which
+            # an earlier pass has already set aside.
+            heads_of_class = [
+                job for job in arrivals if job.state == PENDING and pending[job.queue][job.slots][0][3] is job
+            ]
+            if not heads_of_class and not any(strict):
+                return
+            active = [list(sizes) if strict[q] else [] for q, sizes in enumerate(pool.sizes)]
+            for job in heads_of_class:
+                if job.slots not in active[job.queue]:
+                    bisect.insort(active[job.queue], job.slots)
         while True:
             heads = []
-            for q, classes in enumerate(pool.pending):
-                if q in blocked:
+            for q, sizes in enumerate(active):
+                if not sizes:
                     continue
+                if not (pruned or strict[q]):
+                    # Larger jobs can neither fit nor preempt now: set their classes aside at once.
+                    cut = bisect.bisect_right(sizes, self._reach(pool, q))
+                    if cut < len(sizes):
+                        del sizes[cut:]
                 best = None
-                for size, queued in classes.items():
-                    if not queued or (q, size) in failed:
-                        continue
-                    if not (everything or strict[q] or (q, size) in fresh):
-                        continue
-                    if best is None or queued[0] < best:
-                        best = queued[0]
+                for size in sizes:
+                    top = pending[q][size][0]
+                    if best is None or top < best:
+                        best = top
                 if best is not None:
                     heads.append(best)
+            pruned = False
             if not heads:
                 return
-            # Fits within nominal quota first, then priority, then queue timestamp.
-            heads.sort(key=lambda h: (pool.usage[h[3].queue] + h[3].slots > pool.nominal[h[3].queue], h))
+            if len(heads) > 1:
+                # Fits within nominal quota first, then priority, then queue timestamp.
+                heads.sort(key=lambda h: (usage[h[3].queue] + h[3].slots > nominal[h[3].queue], h))
             for head in heads:
                 job = head[3]
-                q = job.queue
-                if job.slots <= pool.available(q):
+                q, size = job.queue, job.slots
+                if size <= pool.available(q):
                     self._admit(pool, job, now)
-                    continue
-                targets = self._preemption_targets(pool, job) if job.slots <= pool.nominal[q] else None
-                if targets:
+                elif size <= nominal[q] and self._has_candidates(pool, job) and (
+                    targets := self._preemption_targets(pool, job)
+                ):
                     for target in targets:
                         self._evict(pool, target, now)
                     self._admit(pool, job, now)
+                elif strict[q]:
+                    active[q] = []
                     continue
-                failed.add((q, job.slots))
-                if strict[q]:
-                    blocked.add(q)
+                else:
+                    active[q].remove(size)
+                    continue
+                if size not in pending[q]:
+                    active[q].remove(size)
+
+    def _reach(self, pool: _Pool, q: int) -> int:
+        """The largest job of the queue that could be admitted now: one that fits, or one that
+        may preempt (at most the nominal quota, when there are candidates)."""
+        reach = pool.available(q)
+        if reach < pool.nominal[q] and self._may_preempt(pool, q):
+            return pool.nominal[q]
+        return reach
+
+    def _may_preempt(self, pool: _Pool, q: int) -> bool:
+        """Whether the queue has any preemption candidate at all on this flavor."""
+        spec = self.model.queues[q]
+        if spec.within_cluster_queue != "Never" and pool.admitted[q]:
+            return True
+        if spec.reclaim_within_cohort == "Never":
+            return False
+        usage, nominal, admitted = pool.usage, pool.nominal, pool.admitted
+        for other in self.cohort_members[q]:
+            if usage[other] > nominal[other] and admitted[other]:
+                return True
+        return False
+
+    def _has_candidates(self, pool: _Pool, job: _Job) -> bool:
+        """Whether some admitted job is one the policies let `job` preempt, from the priorities
+        alone: a quick test before the search for targets."""
+        q = job.queue
+        spec = self.model.queues[q]
+        within = spec.within_cluster_queue
+        if within != "Never" and pool.priorities[q]:
+            lowest = min(pool.priorities[q])
+            if lowest < job.priority or (within == "LowerOrNewerEqualPriority" and lowest == job.priority):
+                return True
+        reclaim = spec.reclaim_within_cohort
+        if reclaim == "Never":
+            return False
+        for other in self.cohort_members[q]:
+            if pool.usage[other] > pool.nominal[other] and pool.priorities[other]:
+                if reclaim == "Any" or min(pool.priorities[other]) < job.priority:
+                    return True
+        return False
 
     def _allows(self, policy: str, job: _Job, candidate: _Job) -> bool:
         """Kueue's SatisfiesPreemptionPolicy (pkg/scheduler/preemption/common/preemption_policy.go)."""
@@ -666,18 +807,49 @@ class Simulation:
         assert autoscaler is not None, "only autoscaled pools arm scale-down timers"
         resume = self.last_scale_up + autoscaler.delay_after_add_s
         if now < resume:
-            self._push(resume, SCALE_DOWN, (pool.index, node), token)
+            self.parked.append((pool.index, node, token))
+            if not self.unpark_pending:
+                self.unpark_pending = True
+                self._push(resume, UNPARK, None)
             return
         self._remove_node(pool, node, now)
+
+    def _unpark(self, now: float) -> None:
+        """Scale-downs held by the delay after a scale-up, once it has passed (or wait again)."""
+        autoscaler = self.model.autoscaler
+        assert autoscaler is not None, "only autoscaled pools park scale-downs"
+        resume = self.last_scale_up + autoscaler.delay_after_add_s
+        if now < resume:
+            self._push(resume, UNPARK, None)
+            return
+        self.unpark_pending = False
+        parked, self.parked = self.parked, []
+        for index, node, token in parked:
+            if node.alive and node.token == token:
+                self._scale_down(self.pools[index], node, token, now)
+
+    @staticmethod
+    def _wait(pool: _Pool, job: _Job) -> None:
+        bisect.insort(pool.waiting, job, key=_place_order)
+        if not job.expendable:
+            pool.demand_nodes += job.nodes
+
+    @staticmethod
+    def _unwait(pool: _Pool, job: _Job) -> None:
+        pool.waiting.remove(job)
+        if not job.expendable:
+            pool.demand_nodes -= job.nodes
 
     def _place(self, pool: _Pool, now: float) -> None:
         """The scheduler: admitted jobs by pod priority, then admission time, onto ready nodes."""
         if not pool.waiting:
             return
         whole = pool.model.whole_nodes
+        if whole and not pool.free:
+            return
         most = self.model.autoscaler is not None and self.model.autoscaler.pack_most_allocated
         still: list[_Job] = []
-        for job in sorted(pool.waiting, key=lambda j: (-j.pod_priority, j.admission)):
+        for job in pool.waiting:
             if whole:
                 if len(pool.free) >= job.nodes:
                     self._start(pool, job, [pool.free.pop() for _ in range(job.nodes)], now)
@@ -694,13 +866,13 @@ class Simulation:
     def _scale_up(self, pool: _Pool, now: float) -> None:
         """The cluster autoscaler: nodes for the pods no node (up or booting) can take."""
         m = pool.model
-        demand = [j for j in pool.waiting if not j.expendable]
-        if not m.autoscaled or not demand:
-            return
         room = m.max_nodes - pool.alive_nodes()
+        if not m.autoscaled or room <= 0 or not pool.waiting:
+            return
         if m.whole_nodes:
-            add = sum(j.nodes for j in demand) - len(pool.free) - pool.provisioning
+            add = pool.demand_nodes - len(pool.free) - pool.provisioning
         else:
+            demand = [j for j in pool.waiting if not j.expendable]
             spare = [n.free for n in pool.nodes if n.ready] + [m.slots_per_node] * pool.provisioning
             add = 0
             for job in demand:
@@ -729,18 +901,22 @@ class Simulation:
                 self._push(now + autoscaler.unneeded_s, SCALE_DOWN, (pool.index, node), node.token)
 
     def _settle(self, now: float) -> None:
-        while self.dirty:
-            for index in sorted(self.dirty):
-                self.dirty.discard(index)
-                pool = self.pools[index]
-                while pool.arrivals or pool.quota_freed:
-                    self._admission(pool, now)
+        dirty = self.dirty
+        while dirty:
+            index = min(dirty)
+            dirty.discard(index)
+            pool = self.pools[index]
+            while pool.arrivals or pool.quota_freed:
+                self._admission(pool, now)
+            if pool.waiting:
                 self._place(pool, now)
                 self._scale_up(pool, now)
+            if pool.candidates:
                 self._arm_scale_down(pool, now)
-                sample = (now, pool.alive_nodes(), pool.queued_slots)
-                if not pool.series or pool.series[-1][1:] != sample[1:]:
-                    pool.series.append(sample)
+            last = pool.series[-1] if pool.series else None
+            nodes = len(pool.nodes)
+            if last is None or last[1] != nodes or last[2] != pool.queued_slots:
+                pool.series.append((now, nodes, pool.queued_slots))
 
     # --- the result -------------------------------------------------------------------------
 

@@ -207,9 +207,17 @@ def _write_csv(path: Path, header: Iterable[str], rows: Iterable[Iterable[Any]])
 
 def write(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
     """Every output under `out_dir` (replacing an earlier run's); returns the summary."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = write_tables(result, model, out_dir)
     for old in out_dir.glob("*.png"):
         old.unlink()
+    plots = write_plots(result, model, out_dir)
+    (out_dir / "report.md").write_text(markdown(result, model, figures, plots))
+    return figures
+
+
+def write_tables(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
+    """jobs.csv, segments.csv and summary.json; returns the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     _write_csv(
         out_dir / "jobs.csv",
         JOB_COLUMNS,
@@ -229,9 +237,7 @@ def write(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
         ((s.job, s.pool, number(s.start), number(s.end), s.gpus, s.end_reason) for s in ordered),
     )
     figures = summary(result, model)
-    (out_dir / "summary.json").write_text(json.dumps(figures, indent=2, sort_keys=False) + "\n")
-    plots = write_plots(result, model, out_dir)
-    (out_dir / "report.md").write_text(markdown(result, model, figures, plots))
+    (out_dir / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     return figures
 
 
