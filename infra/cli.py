@@ -18,6 +18,7 @@ from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import check, program, review, stackfile, summary, synth
 from infra.simulate import command as simulate
+from infra.simulate.trace import TraceError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -108,9 +109,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_review(args: argparse.Namespace) -> int:
     try:
-        text = review.run(args.base, args.stacks)
+        text = review.run(args.base, args.stacks, trace=args.trace)
     except review.UnknownRefError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except TraceError as exc:
+        print("\n".join(exc.problems), file=sys.stderr)
         return EXIT_INVALID
     except review.ReviewError as exc:
         print(f"error: review failed: {exc}", file=sys.stderr)
@@ -173,6 +177,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base", required=True, metavar="REF", help="the git ref to compare with (e.g. origin/main)")
     p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
     p.add_argument("--out", type=Path, help="also write the report to this file")
+    p.add_argument("--trace", type=Path, metavar="FILE", help="add a Capacity impact section: this job trace simulated on base and head")
     p.set_defaults(func=cmd_review)
 
     p = commands.add_parser(

@@ -29,6 +29,7 @@ from components import catalog, rules
 from components.rule_catalog import RULES
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, SpecError, parse_spec
 from infra import check, stackfile, synth
+from infra.simulate import impact, trace as job_trace
 
 # Input properties whose change makes the provider replace the resource rather than update it,
 # by type token (engine camelCase paths; a path covers everything below it). Sources: the
@@ -702,8 +703,10 @@ def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
     return sorted(set(out))
 
 
-def run(base_ref: str, refs: list[str], cwd: Path | None = None) -> str:
-    """The Markdown review of the working tree of the repository at `cwd` against `base_ref`."""
+def run(base_ref: str, refs: list[str], cwd: Path | None = None, trace: Path | None = None) -> str:
+    """The Markdown review of the working tree of the repository at `cwd` against `base_ref`;
+    with a job trace, its Capacity impact section too (infra.simulate.impact)."""
+    rows = job_trace.read_rows(trace) if trace is not None else None
     root = stackfile.project_root(cwd)
     top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
     inner = root.relative_to(top)
@@ -714,4 +717,7 @@ def run(base_ref: str, refs: list[str], cwd: Path | None = None) -> str:
         snaps = snapshots({"base": base_root, "working": root}, rels)
     stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
     reviews = [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks]
-    return render(reviews, base_ref, sha)
+    text = render(reviews, base_ref, sha)
+    if rows is not None:
+        text += "\n" + impact.markdown(rows, str(trace), snaps["base"], snaps["working"])
+    return text

@@ -56,12 +56,16 @@ class TraceError(Exception):
 
 def read(path: Path, names: StackNames) -> list[TraceJob]:
     """The trace's jobs in file order; raises TraceError listing every problem."""
+    return parse(read_rows(path), str(path), names)
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    """The CSV cells of the trace, unchecked (parse checks them against a stack)."""
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
+            return list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError([f"{path}: cannot read the trace: {exc}"]) from None
-    return parse(rows, str(path), names)
 
 
 def parse(rows: list[list[str]], source: str, names: StackNames) -> list[TraceJob]:
