@@ -44,7 +44,7 @@ def _wait_change(before: float | None, after: float | None) -> str:
         return ""
     if before is None or after is None:
         return "-"
-    sign = "+" if after > before else "−"
+    sign = "+" if after > before else "-"
     return f"{sign}{report.duration(abs(after - before))}"
 
 

@@ -3,9 +3,13 @@ line and the column."""
 
 from __future__ import annotations
 
+import csv
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from infra.simulate import trace
 
@@ -109,3 +113,19 @@ def test_a_missing_file_is_one_problem(tmp_path: Path) -> None:
     with pytest.raises(trace.TraceError) as caught:
         trace.read(tmp_path / "nope.csv", NAMES)
     assert len(caught.value.problems) == 1 and "cannot read the trace" in caught.value.problems[0]
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="needs the jq command")
+def test_the_documented_jq_program_turns_finished_workloads_into_a_trace() -> None:
+    # tests/simulate/workloads.json: two finished Kueue Workloads (v1beta2) and a running one.
+    program = REPO / "examples" / "traces" / "workloads-to-trace.jq"
+    workloads = Path(__file__).with_name("workloads.json")
+    done = subprocess.run(["jq", "-r", "-f", str(program), str(workloads)], capture_output=True, text=True, check=True)
+    rows = list(csv.reader(done.stdout.splitlines()))
+    names = trace.StackNames(
+        teams={"research", "applied"}, tiers={"production", "standard"}, pools={"h100-train", "l4-eval"}
+    )
+    assert trace.parse(rows, "workloads", names) == [
+        trace.TraceJob("applied/eval-b", 0, "applied", "standard", "l4-eval", 1, 1, 1200, None, line=2),
+        trace.TraceJob("research/train-a", 1800, "research", "production", "h100-train", 2, 8, 7800, None, line=3),
+    ]
