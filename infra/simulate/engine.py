@@ -296,12 +296,14 @@ class Simulation:
         pool_index = {p.name: i for i, p in enumerate(model.pools)}
         queue_index = {q.name: i for i, q in enumerate(model.queues)}
         cutoff = model.autoscaler.expendable_below if model.autoscaler else None
-        self.jobs: list[_Job] = []
-        for index, spec in enumerate(trace):
-            tier = model.tiers[spec.tier]
-            expendable = cutoff is not None and tier.pod_priority < cutoff
-            queue = queue_index[model.teams[spec.team]]
-            self.jobs.append(_Job(spec, index, pool_index[spec.pool], queue, tier.priority, tier.pod_priority, expendable))
+        team_queue = {team: queue_index[queue] for team, queue in model.teams.items()}
+        tiers = {
+            name: (t.priority, t.pod_priority, cutoff is not None and t.pod_priority < cutoff) for name, t in model.tiers.items()
+        }
+        self.jobs = [
+            _Job(spec, index, pool_index[spec.pool], team_queue[spec.team], *tiers[spec.tier])
+            for index, spec in enumerate(trace)
+        ]
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
         self.next_node = 0
@@ -339,27 +341,26 @@ class Simulation:
                 self._ready(pool, self._add_node(pool, 0.0), 0.0)
         stall = STALL_CYCLES * (self.model.kueue.pods_ready_timeout_s + self.model.kueue.backoff_max_s)
         self.unsettled = len(self.jobs)
-        next_arrival = 0
-        heap = self.heap
+        next_arrival, total = 0, len(arrivals)
+        heap, pop, handle, horizon = self.heap, heapq.heappop, self._handle, self.horizon
         while True:
-            upcoming = arrivals[next_arrival].spec.submit_s if next_arrival < len(arrivals) else math.inf
-            now = min(upcoming, heap[0][0] if heap else math.inf)
+            upcoming = arrivals[next_arrival].spec.submit_s if next_arrival < total else math.inf
+            now = min(upcoming, heap[0][0]) if heap else upcoming
             if now == math.inf:
                 break
-            if self.horizon is not None:
-                if now > self.horizon:
+            if horizon is not None:
+                if now > horizon:
                     break
-            elif self.unsettled == 0 or (
-                next_arrival == len(arrivals) and self.running == 0 and now > self.last_progress + stall
-            ):
+            elif self.unsettled == 0 or (next_arrival == total and self.running == 0 and now > self.last_progress + stall):
                 break
             while heap and heap[0][0] == now:
-                _, kind, _, obj, token = heapq.heappop(heap)
-                self._handle(kind, obj, token, now)
-            while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_s == now:
+                _, kind, _, obj, token = pop(heap)
+                handle(kind, obj, token, now)
+            while next_arrival < total and arrivals[next_arrival].spec.submit_s == now:
                 self._submit(arrivals[next_arrival], now)
                 next_arrival += 1
-            self._settle(now)
+            if self.dirty:
+                self._settle(now)
         end = self.horizon if self.horizon is not None else self.last_progress
         return self._result(end)
 
