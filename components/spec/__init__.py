@@ -32,12 +32,14 @@ from components.spec.models import (
     PlatformSpec,
     PriorityTierSpec,
     SharingMode,
+    TeamSpec,
     stack_file_schema,
 )
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
 from components.spec.problems import ROOT, Problem, SpecError, did_you_mean, in_file_order, shape_problem
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
+from components.spec.tenancy_rules import tenancy_problems
 
 __all__ = [
     "AWS_SYSTEM_POOL",
@@ -54,6 +56,7 @@ __all__ = [
     "Problem",
     "SharingMode",
     "SpecError",
+    "TeamSpec",
     "gpu_model_name",
     "instance_type_problem",
     "parse_spec",
@@ -114,6 +117,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
     return (
         platform_problems(spec)
         + scheduling_problems(spec)
+        + tenancy_problems(spec)
         + monitoring_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)
