@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import jsonschema
 import pytest
 import yaml
+from k8s_support import crd_schema
 
 from components import charts, tenancy, tenancy_checks
 from components.kubernetes import pod_security, webhook_gate
@@ -77,8 +79,10 @@ def test_fair_sharing_sets_kueue_s_strategies_and_each_team_s_weight(synthesized
     assert kueue_config(result)["fairSharing"] == {
         "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
     }
-    weights = {q["metadata"]["name"]: q["spec"]["fairSharing"]["weight"] for q in kinds(result, "ClusterQueue")}
-    assert weights == {"research": 3, "applied": 1}
+    queues = kinds(result, "ClusterQueue")
+    assert {q["metadata"]["name"]: q["spec"]["fairSharing"]["weight"] for q in queues} == {"research": 3, "applied": 1}
+    for queue in queues:
+        jsonschema.validate(queue, crd_schema(queue["apiVersion"], queue["kind"]))
     assert "fairSharing" not in kueue_config(synthesized("onprem"))
 
 
