@@ -478,22 +478,15 @@ class GcpPlatform(pulumi.ComponentResource):
                 opts=self._child(),
             )
             folder = self._managed_folder(bucket, f"team-{team.name}", tenancy.team_prefix(team.name))
-            gcp.storage.ManagedFolderIamMember(
-                f"{self._name}-trainer-{team.name}-objects",
-                bucket=bucket.name,
-                managed_folder=folder.name,
-                role=_TRAINER_BUCKET_ROLE,
-                member=account.member,
-                opts=self._child(),
-            )
-            gcp.storage.ManagedFolderIamMember(
-                f"{self._name}-trainer-{team.name}-datasets",
-                bucket=bucket.name,
-                managed_folder=datasets.name,
-                role=_DATASETS_ROLE,
-                member=account.member,
-                opts=self._child(),
-            )
+            for suffix, managed_folder, role in (("objects", folder, _TRAINER_BUCKET_ROLE), ("datasets", datasets, _DATASETS_ROLE)):
+                gcp.storage.ManagedFolderIamMember(
+                    f"{self._name}-trainer-{team.name}-{suffix}",
+                    bucket=bucket.name,
+                    managed_folder=managed_folder.name,
+                    role=role,
+                    member=account.member,
+                    opts=self._child(),
+                )
             self._workload_identity(cluster, account, f"{self._name}-trainer-{namespace}", namespace)
             accounts[namespace] = account
         return accounts

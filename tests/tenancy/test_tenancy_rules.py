@@ -43,14 +43,19 @@ def test_the_shipped_stacks_keep_every_tenancy_guarantee(synthesized: Synthesize
     assert violations(resources_of(synthesized(stack)), stack) == []
 
 
-def test_a_kueue_configuration_without_the_namespace_selector_fails(synthesized: Synthesized) -> None:
-    resources = resources_of(synthesized("onprem"))
+def with_kueue_config(result: Synthesis, change: Callable[[dict[str, Any]], None]) -> list[Resource]:
+    """onprem's resources with its Kueue configuration changed by `change`."""
+    resources = resources_of(result)
     kueue = find(resources, "kubernetes:helm.sh/v3:Release", "lab-gpu-kueue")
     props = copy.deepcopy(dict(kueue.props))
     config = yaml.safe_load(props["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    del config["managedJobsNamespaceSelector"]
+    change(config)
     props["values"]["managerConfig"]["controllerManagerConfigYaml"] = yaml.safe_dump(config)
-    found = violations(replace(resources, kueue, props), "onprem")
+    return replace(resources, kueue, props)
+
+
+def test_a_kueue_configuration_without_the_namespace_selector_fails(synthesized: Synthesized) -> None:
+    found = violations(with_kueue_config(synthesized("onprem"), lambda c: c.pop("managedJobsNamespaceSelector")), "onprem")
     assert [(v.rule, v.message) for v in found] == [
         (
             "kueue-manages-team-namespaces",
@@ -60,13 +65,10 @@ def test_a_kueue_configuration_without_the_namespace_selector_fails(synthesized:
 
 
 def test_a_selector_that_misses_a_team_namespace_fails(synthesized: Synthesized) -> None:
-    resources = resources_of(synthesized("onprem"))
-    kueue = find(resources, "kubernetes:helm.sh/v3:Release", "lab-gpu-kueue")
-    props = copy.deepcopy(dict(kueue.props))
-    config = yaml.safe_load(props["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] = ["research"]
-    props["values"]["managerConfig"]["controllerManagerConfigYaml"] = yaml.safe_dump(config)
-    [found] = violations(replace(resources, kueue, props), "onprem")
+    def only_research(config: dict[str, Any]) -> None:
+        config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] = ["research"]
+
+    [found] = violations(with_kueue_config(synthesized("onprem"), only_research), "onprem")
     assert found.message == "managedJobsNamespaceSelector does not select team namespace 'applied'"
 
 
