@@ -46,11 +46,13 @@ def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: R
     assert harness.max_rel_diff(fsdp.eval_losses(), reference_one.eval_losses()) <= FSDP_RTOL
 
 
-def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss(
+def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(
     harness: Harness, reference_two: Run
 ) -> None:
+    """The harness's file system refuses every rename (as Mountpoint for S3 does), so this run
+    checkpoints, is killed and resumes exactly as it would on a bucket mount."""
     run = harness.start("sigkill-restart", nproc=2, max_restarts=1)
-    first_ckpt = run.checkpoint_dir / "step_00000010" / ".metadata"
+    first_ckpt = run.checkpoint_dir / "step_00000010" / ".complete"
     harness.wait_for(run, first_ckpt.exists, "the step-10 checkpoint")
     victim = harness.workers(run, 2)[-1]
     assert run.proc.poll() is None, "the run finished before the kill; it must be longer"
@@ -74,9 +76,12 @@ def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss(
 
 
 def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: Run, tmp_path: Path) -> None:
+    """Also: a newer save that never committed (step 30 without its marker) is not resumed from."""
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
     shutil.copytree(reference_two.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    shutil.copytree(reference_two.checkpoint_dir / "step_00000030", checkpoints / "step_00000030")
+    (checkpoints / "step_00000030" / ".complete").unlink()
     resumed = harness.run("resize-2-to-1", checkpoint_dir=checkpoints)
 
     losses = resumed.train_losses()
@@ -97,7 +102,7 @@ def _assert_saved_at_last_logged_step(run: Run) -> int:
     last = run.metrics()[-1]
     step = int(last["step"])
     folder = run.checkpoint_dir / f"step_{step:08d}"
-    assert (folder / ".metadata").is_file(), f"no complete checkpoint for step {step}"
+    assert (folder / ".complete").is_file(), f"no complete checkpoint for step {step}"
     state = json.loads((folder / "trainer.json").read_text())
     assert state["step"] == step
     assert state["consumed_samples"] == step * 16

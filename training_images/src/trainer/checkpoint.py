@@ -1,13 +1,18 @@
-"""Distributed checkpoints that a crash can never leave half-valid.
+"""Distributed checkpoints that a crash can never leave half-valid, on any storage.
 
-Layout under --checkpoint-dir:
-    step_00000010/      a torch.distributed.checkpoint folder plus trainer.json
-    .tmp_step_00000020/ a save in progress (ignored, removed by the next save)
+Layout under --checkpoint-dir (a folder or an s3:// / gs:// URL, see trainer.storage):
+    step_00000010/   torch.distributed.checkpoint shards, .metadata, trainer.json, .complete
 
-Every rank writes its shards into the temporary folder; rank 0 then adds trainer.json and
-renames the folder into place. A step folder counts as complete only once its `.metadata`
-exists (DCP writes it last), so a reader can trust any `step_*` folder it sees with one.
-The checkpoint folder must be shared by all nodes (a bucket mount or network filesystem).
+A save writes straight into its step's own folder; nothing is ever renamed, because bucket mounts
+(GCS FUSE, Mountpoint for S3) cannot rename a folder, or copy it object by object so that a
+reader may see `.metadata` before the shards. The commit is the marker instead:
+1. rank 0 clears the step folder (an earlier attempt may have left part of it), all ranks meet;
+2. every rank writes its shards; DCP's coordinator writes `.metadata` once it has every rank's
+   write results (torch/distributed/checkpoint/state_dict_saver.py, `_save_state_dict`);
+3. a barrier, so every rank has finished; then rank 0 writes trainer.json and, last,
+   `.complete`; a second barrier, so no rank leaves (or is stopped) before the marker exists.
+A step folder counts as complete only with both `.complete` and `.metadata` (the rule DCP's own
+readers use still holds). Incomplete folders are removed when a run starts.
 
 DCP stores the model and optimizer by parameter name, not by rank, which is what lets a run
 saved by 2 processes (or by FSDP) resume on 1 (or under DDP).
@@ -16,10 +21,7 @@ saved by 2 processes (or by FSDP) resume on 1 (or under DDP).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -28,11 +30,14 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.optim import Optimizer
 
 from trainer.config import ConfigError, ModelConfig
+from trainer.storage import Store
 
 STEP_PREFIX = "step_"
-TMP_PREFIX = ".tmp_"
+# Save folders of the trainer before the marker existed were published by renaming these.
+LEGACY_TMP_PREFIX = ".tmp_"
 METADATA_FILE = ".metadata"
 STATE_FILE = "trainer.json"
+COMPLETE_FILE = ".complete"
 
 
 @dataclass(frozen=True)
@@ -49,87 +54,122 @@ class TrainerState:
         return json.dumps(asdict(self), indent=2) + "\n"
 
 
-def step_folder(root: Path, step: int) -> Path:
-    return root / f"{STEP_PREFIX}{step:08d}"
+def step_name(step: int) -> str:
+    return f"{STEP_PREFIX}{step:08d}"
 
 
-def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
+def _step_of(name: str) -> int | None:
+    suffix = name.removeprefix(STEP_PREFIX)
+    return int(suffix) if name.startswith(STEP_PREFIX) and suffix.isdigit() else None
+
+
+def is_complete(store: Store, folder: str) -> bool:
+    return store.exists(f"{folder}/{COMPLETE_FILE}") and store.exists(f"{folder}/{METADATA_FILE}")
+
+
+def complete_checkpoints(store: Store) -> list[tuple[int, str]]:
     """(step, folder) of every complete checkpoint, oldest first."""
-    if not root.is_dir():
-        return []
     found = []
-    for path in root.iterdir():
-        suffix = path.name.removeprefix(STEP_PREFIX)
-        if path.name.startswith(STEP_PREFIX) and suffix.isdigit() and (path / METADATA_FILE).is_file():
-            found.append((int(suffix), path))
+    for name in store.names():
+        step = _step_of(name)
+        if step is not None and is_complete(store, store.join(name)):
+            found.append((step, store.join(name)))
     return sorted(found)
 
 
-def resolve(path: Path) -> Path:
-    """A step folder itself, or the newest complete one under a checkpoint dir."""
-    if (path / METADATA_FILE).is_file():
-        return path
-    found = complete_checkpoints(path)
+def remove_incomplete(store: Store) -> list[str]:
+    """Remove every step folder without its marker (a save that never finished) and the legacy
+    temporary folders; returns their names."""
+    stale = [
+        name for name in store.names()
+        if name.startswith(LEGACY_TMP_PREFIX)
+        or (_step_of(name) is not None and not is_complete(store, store.join(name)))
+    ]
+    for name in stale:
+        store.remove(store.join(name))
+    return stale
+
+
+def remove_old(store: Store, keep: int) -> None:
+    """Keep the newest `keep` complete checkpoints (all when keep is 0)."""
+    if keep == 0:
+        return
+    for _, folder in complete_checkpoints(store)[:-keep]:
+        store.remove(folder)
+
+
+def resolve(store: Store) -> str:
+    """The location itself when it is a complete step folder, or the newest complete one under it."""
+    if is_complete(store, store.location):
+        return store.location
+    found = complete_checkpoints(store)
     if not found:
-        raise ConfigError(f"--checkpoint-dir {path}: no complete checkpoint (a step_* folder with {METADATA_FILE})")
+        raise ConfigError(
+            f"--checkpoint-dir {store.location}: no complete checkpoint "
+            f"(a {STEP_PREFIX}* folder with {METADATA_FILE} and {COMPLETE_FILE})"
+        )
     return found[-1][1]
 
 
-def read_state(folder: Path) -> TrainerState:
-    return TrainerState(**json.loads((folder / STATE_FILE).read_text()))
+def read_state(store: Store, folder: str) -> TrainerState:
+    return TrainerState(**json.loads(store.read_text(f"{folder}/{STATE_FILE}")))
 
 
 class Checkpointer:
-    def __init__(self, root: Path, keep: int, is_main: bool) -> None:
-        self.root = root
+    """Saves and restores on every rank; rank 0 alone commits, cleans up and prunes.
+
+    DCP's collectives (planning, gathering write results) and the commit barriers run on a
+    process group of their own, on gloo: on CPU, and apart from the training collectives.
+    """
+
+    def __init__(self, store: Store, keep: int, is_main: bool) -> None:
+        self.store = store
         self.keep = keep
         self.is_main = is_main
+        self.group = dist.new_group(backend="gloo")
+
+    def folder(self, step: int) -> str:
+        return self.store.join(step_name(step))
 
     def save(self, model: nn.Module, optimizer: Optimizer, state: TrainerState) -> None:
-        final = step_folder(self.root, state.step)
-        if (final / METADATA_FILE).is_file():
-            return
-        tmp = self.root / f"{TMP_PREFIX}{final.name}"
+        folder = self.folder(state.step)
         if self.is_main:
-            self.root.mkdir(parents=True, exist_ok=True)
-            for stale in self.root.glob(f"{TMP_PREFIX}*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            tmp.mkdir()
-        dist.barrier()
+            self.store.remove(folder)
+            self.store.makedirs(folder)
+        dist.barrier(group=self.group)
         model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=tmp)
-        if self.is_main:
-            with open(tmp / STATE_FILE, "w") as out:
-                out.write(state.to_json())
-                out.flush()
-                os.fsync(out.fileno())
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-            self.remove_old()
-        dist.barrier()
+        dcp.save({"model": model_state, "optim": optim_state},
+                 storage_writer=self.store.writer(folder), process_group=self.group)
+        self._commit(folder, state)
 
-    def remove_old(self) -> None:
-        """Keep the newest `keep` complete checkpoints (all when keep is 0)."""
-        if self.keep == 0:
-            return
-        for _, folder in complete_checkpoints(self.root)[: -self.keep]:
-            shutil.rmtree(folder, ignore_errors=True)
+    def _commit(self, folder: str, state: TrainerState) -> None:
+        dist.barrier(group=self.group)
+        if self.is_main:
+            self.store.write_text(f"{folder}/{STATE_FILE}", state.to_json())
+            self.store.write_text(f"{folder}/{COMPLETE_FILE}", "")
+            remove_old(self.store, self.keep)
+        dist.barrier(group=self.group)
 
     def load_latest(self, model: nn.Module, optimizer: Optimizer, model_cfg: ModelConfig) -> TrainerState | None:
-        """Restore the newest complete checkpoint, chosen by rank 0 so all ranks agree."""
-        found = complete_checkpoints(self.root)
-        choice: list[str | None] = [str(found[-1][1]) if found else None]
+        """Restore the newest complete checkpoint, chosen by rank 0 so all ranks agree; rank 0
+        first removes what earlier attempts left incomplete."""
+        choice: list[str | None] = [None]
+        if self.is_main:
+            remove_incomplete(self.store)
+            found = complete_checkpoints(self.store)
+            choice = [found[-1][1] if found else None]
         dist.broadcast_object_list(choice, src=0)
         if choice[0] is None:
             return None
-        folder = Path(choice[0])
-        state = read_state(folder)
+        folder = choice[0]
+        state = read_state(self.store, folder)
         if state.model != model_cfg.to_dict():
             raise ConfigError(
-                f"--checkpoint-dir {self.root}: {folder.name} holds a model of shape {state.model}, "
-                f"not the requested preset's {model_cfg.to_dict()}; use a new --checkpoint-dir"
+                f"--checkpoint-dir {self.store.location}: {step_name(state.step)} holds a model of shape "
+                f"{state.model}, not the requested preset's {model_cfg.to_dict()}; use a new --checkpoint-dir"
             )
         model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.load({"model": model_state, "optim": optim_state}, checkpoint_id=folder)
+        dcp.load({"model": model_state, "optim": optim_state},
+                 storage_reader=self.store.reader(folder), process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
         return state

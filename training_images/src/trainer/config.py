@@ -69,7 +69,8 @@ PARALLEL_MODES = ("ddp", "fsdp")
 @dataclass(frozen=True)
 class TrainConfig:
     data: Path
-    checkpoint_dir: Path
+    # A folder or an s3:// / gs:// URL (trainer.storage), so kept as text: Path would fold "//".
+    checkpoint_dir: str
     preset: str
     max_steps: int
     checkpoint_every: int
@@ -131,7 +132,7 @@ class PrepareConfig:
 
 @dataclass(frozen=True)
 class ExportConfig:
-    checkpoint_dir: Path
+    checkpoint_dir: str
     output: Path
     prune: float
     quantize: str
@@ -179,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train (single process or under torchrun)")
     train.add_argument("--data", type=Path, required=True)
-    train.add_argument("--checkpoint-dir", type=Path, required=True)
+    train.add_argument("--checkpoint-dir", required=True,
+                       help="a folder shared by all nodes, or an s3:// or gs:// URL")
     train.add_argument("--preset", choices=sorted(PRESETS), required=True)
     train.add_argument("--max-steps", type=_positive_int, required=True)
     train.add_argument("--checkpoint-every", type=_positive_int, required=True)
@@ -208,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                        default=600.0, help="seconds before a stuck collective fails")
 
     export = commands.add_parser("export", help="prune and quantize a checkpoint for CPU inference")
-    export.add_argument("--checkpoint-dir", type=Path, required=True)
+    export.add_argument("--checkpoint-dir", required=True,
+                        help="a checkpoint dir or one step_* folder in it; a folder or an s3:// or gs:// URL")
     export.add_argument("--output", type=Path, required=True)
     export.add_argument("--prune", type=_fraction, required=True, help="fraction of Linear weights to zero")
     export.add_argument("--quantize", choices=("int8", "none"), required=True)

@@ -14,7 +14,8 @@ from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
 from trainer import parallel
-from trainer.checkpoint import Checkpointer, TrainerState, step_folder
+from trainer.checkpoint import Checkpointer, TrainerState
+from trainer.storage import Store
 from trainer.config import ConfigError, TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count
 from trainer.metrics import Metrics, detect_peak_tflops
@@ -87,14 +88,14 @@ def evaluate(model: nn.Module, val: TokenFile, samples: int, micro: int, d: para
     return float(totals[0] / totals[1])
 
 
-def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split: TokenFile) -> int:
+def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFile, val_split: TokenFile) -> int:
     stop = StopRequest()
     torch.manual_seed(cfg.seed)
     with d.device:
         core = GPT(cfg.model)
     model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
     optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
-    checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints, d.is_main)
+    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.is_main)
     resumed = checkpointer.load_latest(model, optimizer, cfg.model)
     state = TrainerState(
         step=resumed.step if resumed else 0,
@@ -104,7 +105,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split:
         data=str(cfg.data.resolve()),
     )
     if resumed and d.is_main:
-        log(f"resumed from {step_folder(cfg.checkpoint_dir, state.step)} at step {state.step}", d.rank)
+        log(f"resumed from {checkpointer.folder(state.step)} at step {state.step}", d.rank)
     if state.step >= cfg.max_steps:
         if d.is_main:
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
@@ -132,7 +133,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split:
         if last or stopping or state.step % cfg.checkpoint_every == 0:
             checkpointer.save(model, optimizer, state)
         if stopping and not last:
-            log(f"stop requested: saved {step_folder(cfg.checkpoint_dir, state.step)}, exiting", d.rank)
+            log(f"stop requested: saved {checkpointer.folder(state.step)}, exiting", d.rank)
             return EXIT_PREEMPTED
     metrics.summary(state.step, loss)
     return 0
@@ -142,6 +143,7 @@ def run(cfg: TrainConfig) -> int:
     """Check everything checkable before joining the process group: a bad flag must not hang."""
     _, world_size, _ = parallel.world_from_env()
     cfg.check_world(world_size)
+    store = Store(cfg.checkpoint_dir)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len)
     val_split = TokenFile(cfg.data, "val", cfg.seq_len)
     if eval_sample_count(val_split, cfg.eval_samples, world_size) == 0:
@@ -152,7 +154,7 @@ def run(cfg: TrainConfig) -> int:
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:
-        code = train(cfg, d, train_split, val_split)
+        code = train(cfg, d, store, train_split, val_split)
         clean = True
         return code
     finally:
