@@ -102,9 +102,33 @@ def test_resume_position_continues_the_stream_with_any_world_size(tmp_path: Path
     assert resumed_on_four == uninterrupted[3:]
 
 
-def test_eval_set_is_dealt_evenly_across_ranks(tmp_path: Path) -> None:
+def _eval_split(tmp_path: Path) -> TokenFile:
     (tmp_path / "c.txt").write_bytes(bytes(range(256)) * 40)
     prepare(PrepareConfig(input=tmp_path / "c.txt", output=tmp_path / "data", val_fraction=0.5))
-    tokens = TokenFile(tmp_path / "data", "val", seq_len=16)
-    per_rank = [sum(len(x) for x, _ in eval_batches(tokens, 11, rank, 3, micro_batch_size=2)) for rank in range(3)]
-    assert per_rank == [3, 3, 3], "every rank must run the same number of samples (FSDP all-gathers)"
+    return TokenFile(tmp_path / "data", "val", seq_len=16)
+
+
+def _eval_samples(tokens: TokenFile, samples: int, world_size: int) -> list[list[tuple[int, float]]]:
+    """Per rank: (first token, weight) of every sample it evaluates."""
+    return [
+        [(int(row[0]), float(w)) for inputs, _, weights in eval_batches(tokens, samples, rank, world_size, 2)
+         for row, w in zip(inputs, weights, strict=True)]
+        for rank in range(world_size)
+    ]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 7])
+def test_eval_set_is_the_same_samples_for_any_world_size(tmp_path: Path, world_size: int) -> None:
+    tokens = _eval_split(tmp_path)
+    per_rank = _eval_samples(tokens, 5, world_size)
+    weighted = sorted(first for rank in per_rank for first, w in rank if w == 1.0)
+    assert weighted == sorted(first for first, _ in _eval_samples(tokens, 5, 1)[0])
+    assert len(weighted) == 5
+
+
+def test_every_rank_runs_as_many_eval_samples_even_with_more_ranks_than_samples(tmp_path: Path) -> None:
+    """Under FSDP each rank must run the same forward passes; the padding weighs nothing."""
+    tokens = _eval_split(tmp_path)
+    per_rank = _eval_samples(tokens, 2, world_size=72)
+    assert {len(samples) for samples in per_rank} == {1}
+    assert sum(w for samples in per_rank for _, w in samples) == 2.0

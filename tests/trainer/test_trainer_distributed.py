@@ -40,6 +40,15 @@ def test_two_processes_match_one_process_at_the_same_global_batch(
     assert harness.max_rel_diff(reference_two.eval_losses(), reference_one.eval_losses()) <= WORLD_RTOL
 
 
+def test_more_processes_than_eval_samples_evaluate_the_same_samples(harness: Harness) -> None:
+    """Two ranks, one eval sample: one rank evaluates only padding (weight 0), and the loss is the
+    one sample's loss, as on one process."""
+    short = {"max_steps": 2, "checkpoint_every": 2, "eval_samples": 1}
+    one = harness.run("eval-1-sample-1proc", **short)
+    two = harness.run("eval-1-sample-2proc", nproc=2, **short)
+    assert harness.max_rel_diff(two.eval_losses(), one.eval_losses()) <= WORLD_RTOL
+
+
 def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: Run) -> None:
     fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
     assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL

@@ -165,8 +165,10 @@ def _parsed(convert: Callable[[str], float], accept: Callable[[float], bool], ex
 _positive_int = _parsed(int, lambda v: v >= 1, "a positive integer")
 _non_negative_int = _parsed(int, lambda v: v >= 0, "an integer >= 0")
 _positive_float = _parsed(float, lambda v: v > 0, "a positive number")
-# Half-open [0, 1): 0 holds nothing out (or prunes nothing), 1 leaves nothing to train on.
+# Half-open [0, 1): 0 prunes nothing (or decays to zero), 1 prunes everything.
 _fraction = _parsed(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+# Open (0, 1): a val split of 0 leaves nothing to evaluate, of 1 nothing to train on.
+_split_fraction = _parsed(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = commands.add_parser("prepare", help="turn raw text into train/val token files")
     prepare.add_argument("--input", type=Path, required=True, help="a text file or a folder")
     prepare.add_argument("--output", type=Path, required=True, help="data folder to write")
-    prepare.add_argument("--val-fraction", type=_fraction, default=0.1)
+    prepare.add_argument("--val-fraction", type=_split_fraction, default=0.1,
+                         help="share of the bytes held out for evaluation, in (0, 1)")
 
     train = commands.add_parser("train", help="train (single process or under torchrun)")
     train.add_argument("--data", type=Path, required=True)

@@ -179,19 +179,28 @@ class TrainBatches:
         return batches
 
 
-def eval_sample_count(tokens: TokenFile, samples: int, world_size: int) -> int:
-    """Rounded down to a multiple of the world size: under FSDP every rank must run the same
-    number of forward passes, or the all-gathers of the one with more would wait forever."""
-    return min(samples, tokens.num_samples) // world_size * world_size
+def eval_sample_count(tokens: TokenFile, samples: int) -> int:
+    """The held-out set: the first --eval-samples windows, or all the val split holds."""
+    return min(samples, tokens.num_samples)
 
 
 def eval_batches(
     tokens: TokenFile, samples: int, rank: int, world_size: int, micro_batch_size: int
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The first validation windows in file order, dealt round-robin to ranks.
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The first validation windows in file order, dealt round-robin to ranks, with a weight per
+    sample.
 
-    A fixed set, not a shuffle, so successive eval losses of one run are comparable.
+    A fixed set, not a shuffle, so successive eval losses of one run are comparable. Every rank
+    runs ceil(count / world_size) samples, because under FSDP every rank must run the same number
+    of forward passes or the all-gathers of the one with more would wait forever; the places past
+    the set repeat window 0 with weight 0. So the loss is over exactly the same samples for any
+    world size, including more ranks than samples.
     """
-    mine = np.arange(rank, eval_sample_count(tokens, samples, world_size), world_size)
-    for start in range(0, len(mine), micro_batch_size):
-        yield tokens.batch(mine[start : start + micro_batch_size])
+    count = eval_sample_count(tokens, samples)
+    per_rank = -(-count // world_size)
+    positions = np.arange(per_rank) * world_size + rank
+    real = positions < count
+    ids = np.where(real, positions, 0)
+    for start in range(0, per_rank, micro_batch_size):
+        inputs, targets = tokens.batch(ids[start : start + micro_batch_size])
+        yield inputs, targets, torch.from_numpy(real[start : start + micro_batch_size].astype(np.float64))

@@ -97,7 +97,7 @@ def quantize_int8(model: nn.Module, quantizer: str) -> nn.Module:
 @torch.no_grad()
 def eval_loss(model: nn.Module, val: TokenFile, samples: int) -> float:
     total, count = 0.0, 0
-    for inputs, targets in eval_batches(val, samples, 0, 1, _EVAL_MICRO_BATCH):
+    for inputs, targets, _ in eval_batches(val, samples, 0, 1, _EVAL_MICRO_BATCH):
         total += float(lm_loss(model(inputs), targets, reduction="sum"))
         count += targets.numel()
     return total / count

@@ -75,14 +75,16 @@ def train_step(
 
 @torch.no_grad()
 def evaluate(model: nn.Module, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
-    """Mean token loss over the fixed held-out set, summed across ranks."""
+    """Mean token loss over the fixed held-out set, summed across ranks; padding weighs 0."""
     model.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=d.device)
-    for inputs, targets in eval_batches(val, samples, d.rank, d.world_size, micro):
+    for inputs, targets, weights in eval_batches(val, samples, d.rank, d.world_size, micro):
         with parallel.autocast(d.device):
             logits = model(inputs.to(d.device))
-        totals[0] += lm_loss(logits, targets.to(d.device), reduction="sum").double()
-        totals[1] += targets.numel()
+        per_sample = lm_loss(logits, targets.to(d.device), reduction="none").view(targets.shape).sum(dim=1)
+        weights = weights.to(d.device)
+        totals[0] += (per_sample.double() * weights).sum()
+        totals[1] += weights.sum() * targets.shape[1]
     model.train()
     parallel.all_reduce_sum(totals)
     return float(totals[0] / totals[1])
@@ -111,6 +113,9 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
         return 0
     micro = cfg.micro_batch_for(d.world_size)
+    if d.is_main and eval_sample_count(val_split, cfg.eval_samples) < cfg.eval_samples:
+        log(f"--eval-samples {cfg.eval_samples}: the val split holds {val_split.num_samples} samples of "
+            f"--seq-len {cfg.seq_len}; evaluating those", d.rank)
     if d.is_main:
         log(f"preset {cfg.preset}: {count_params(core):,} parameters; global batch {cfg.global_batch_size} = "
             f"{d.world_size} processes x {cfg.accumulation_steps(d.world_size)} micro-batches x {micro}", d.rank)
@@ -146,11 +151,6 @@ def run(cfg: TrainConfig) -> int:
     store = Store(cfg.checkpoint_dir)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len)
     val_split = TokenFile(cfg.data, "val", cfg.seq_len)
-    if eval_sample_count(val_split, cfg.eval_samples, world_size) == 0:
-        raise ConfigError(
-            f"--data {cfg.data}: the val split holds {val_split.num_samples} samples of "
-            f"--seq-len {cfg.seq_len}, fewer than the {world_size} processes"
-        )
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:
