@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -29,7 +30,8 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.optim import Optimizer
 
-from trainer.config import ConfigError, ModelConfig
+from trainer.config import ConfigError
+from trainer.optim import Schedule
 from trainer.storage import Store
 
 STEP_PREFIX = "step_"
@@ -42,16 +44,25 @@ COMPLETE_FILE = ".complete"
 
 @dataclass(frozen=True)
 class TrainerState:
-    """Everything besides tensors needed to continue: the LR schedule is a function of step."""
+    """Everything besides tensors needed to continue, and what a resume must not change
+    (trainer.resume): the preset and model shape, the sample length, the data, the schedule."""
 
     step: int
     consumed_samples: int
+    preset: str
     model: dict[str, int]
     seq_len: int
     data: str
+    data_meta: dict[str, Any]
+    schedule: Schedule
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainerState:
+        fields = json.loads(text)
+        return cls(**{**fields, "schedule": Schedule(**fields["schedule"])})
 
 
 def step_name(step: int) -> str:
@@ -112,7 +123,7 @@ def resolve(store: Store) -> str:
 
 
 def read_state(store: Store, folder: str) -> TrainerState:
-    return TrainerState(**json.loads(store.read_text(f"{folder}/{STATE_FILE}")))
+    return TrainerState.from_json(store.read_text(f"{folder}/{STATE_FILE}"))
 
 
 class Checkpointer:
@@ -150,26 +161,20 @@ class Checkpointer:
             remove_old(self.store, self.keep)
         dist.barrier(group=self.group)
 
-    def load_latest(self, model: nn.Module, optimizer: Optimizer, model_cfg: ModelConfig) -> TrainerState | None:
-        """Restore the newest complete checkpoint, chosen by rank 0 so all ranks agree; rank 0
-        first removes what earlier attempts left incomplete."""
+    def latest(self) -> tuple[str, TrainerState] | None:
+        """The newest complete checkpoint and its state, chosen by rank 0 so all ranks agree;
+        rank 0 first removes what earlier attempts left uncommitted."""
         choice: list[str | None] = [None]
         if self.is_main:
             remove_incomplete(self.store)
             found = complete_checkpoints(self.store)
             choice = [found[-1][1] if found else None]
         dist.broadcast_object_list(choice, src=0)
-        if choice[0] is None:
-            return None
         folder = choice[0]
-        state = read_state(self.store, folder)
-        if state.model != model_cfg.to_dict():
-            raise ConfigError(
-                f"--checkpoint-dir {self.store.location}: {step_name(state.step)} holds a model of shape "
-                f"{state.model}, not the requested preset's {model_cfg.to_dict()}; use a new --checkpoint-dir"
-            )
+        return None if folder is None else (folder, read_state(self.store, folder))
+
+    def load(self, folder: str, model: nn.Module, optimizer: Optimizer) -> None:
         model_state, optim_state = get_state_dict(model, optimizer)
         dcp.load({"model": model_state, "optim": optim_state},
                  storage_reader=self.store.reader(folder), process_group=self.group)
         set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
-        return state

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,18 +87,25 @@ def prepare(cfg: PrepareConfig) -> dict[str, object]:
     return meta
 
 
+def read_meta(data_dir: Path) -> dict[str, Any]:
+    """A prepared folder's meta.json: its format, and what identifies the data (token counts,
+    source), which a resumed run must share with the run that saved (trainer.resume)."""
+    meta_path = data_dir / META_FILE
+    if not meta_path.is_file():
+        raise ConfigError(
+            f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
+        )
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
+    if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
+        raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
+    return meta
+
+
 class TokenFile:
     """One split of a prepared folder, cut into non-overlapping windows of seq_len+1 tokens."""
 
     def __init__(self, data_dir: Path, split: str, seq_len: int) -> None:
-        meta_path = data_dir / META_FILE
-        if not meta_path.is_file():
-            raise ConfigError(
-                f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
-            )
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
-            raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
+        meta = read_meta(data_dir)
         count = int(meta[f"{split}_tokens"])
         self.seq_len = seq_len
         self.num_samples = max(0, (count - 1) // seq_len)

@@ -1,12 +1,13 @@
 """AdamW and a warmup-then-cosine learning rate.
 
-The schedule is a pure function of the step, so a checkpoint needs only the step to restore it,
-and a resumed run follows exactly the curve an uninterrupted one would.
+The schedule is a pure function of the step and four numbers, all saved with each checkpoint,
+so a resumed run follows exactly the curve the first run started (trainer.resume).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from torch import nn
 from torch.optim import AdamW, Optimizer
@@ -31,6 +32,19 @@ def lr_at(step: int, base_lr: float, warmup_steps: int, max_steps: int, min_lr_r
     progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
     floor = base_lr * min_lr_ratio
     return floor + 0.5 * (base_lr - floor) * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The LR curve of a run: set by its first start, kept by every resume."""
+
+    lr: float
+    warmup_steps: int
+    max_steps: int
+    min_lr_ratio: float
+
+    def lr_at(self, step: int) -> float:
+        return lr_at(step, self.lr, self.warmup_steps, self.max_steps, self.min_lr_ratio)
 
 
 def set_lr(optimizer: Optimizer, lr: float) -> None:

@@ -13,14 +13,14 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
-from trainer import parallel
+from trainer import parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.storage import Store
-from trainer.config import ConfigError, TrainConfig
-from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count
+from trainer.config import TrainConfig
+from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
 from trainer.metrics import Metrics, detect_peak_tflops
 from trainer.model import GPT, count_params, lm_loss
-from trainer.optim import build_optimizer, lr_at, set_lr
+from trainer.optim import build_optimizer, set_lr
 
 # Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
 # count the run as interrupted and start it again (it then resumes), never as finished.
@@ -98,16 +98,28 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
     model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
     optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
     checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.is_main)
-    resumed = checkpointer.load_latest(model, optimizer, cfg.model)
+    data_meta = read_meta(cfg.data)
     state = TrainerState(
-        step=resumed.step if resumed else 0,
-        consumed_samples=resumed.consumed_samples if resumed else 0,
+        step=0,
+        consumed_samples=0,
+        preset=cfg.preset,
         model=cfg.model.to_dict(),
         seq_len=cfg.seq_len,
         data=str(cfg.data.resolve()),
+        data_meta=data_meta,
+        schedule=resume.requested_schedule(cfg),
     )
-    if resumed and d.is_main:
-        log(f"resumed from {checkpointer.folder(state.step)} at step {state.step}", d.rank)
+    latest = checkpointer.latest()
+    if latest is not None:
+        folder, saved = latest
+        resume.check(cfg, data_meta, saved, folder)
+        checkpointer.load(folder, model, optimizer)
+        state = replace(state, step=saved.step, consumed_samples=saved.consumed_samples, schedule=saved.schedule)
+        note = resume.schedule_note(cfg, saved.schedule)
+        if d.is_main:
+            log(f"resumed from {folder} at step {state.step}", d.rank)
+            if note:
+                log(note, d.rank)
     if state.step >= cfg.max_steps:
         if d.is_main:
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
@@ -126,7 +138,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
                       d.world_size, peak, d.device, state.step)
 
     while state.step < cfg.max_steps:
-        lr = lr_at(state.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
+        lr = state.schedule.lr_at(state.step)
         set_lr(optimizer, lr)
         loss, grad_norm, stopping = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, stop.requested)
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
