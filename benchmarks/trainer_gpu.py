@@ -42,11 +42,11 @@ def benchmark(preset: str, d: parallel.Dist, seq_len: int, steps: int, warmup: i
     batch = [(window[:, :-1], window[:, 1:])]
     torch.cuda.reset_peak_memory_stats(d.device)
     for _ in range(warmup):
-        train_step(model, optimizer, batch, d, 1.0, False)
+        train_step(model, optimizer, batch, d, 1.0)
     torch.cuda.synchronize(d.device)
     start = time.perf_counter()
     for _ in range(steps):
-        train_step(model, optimizer, batch, d, 1.0, False)
+        train_step(model, optimizer, batch, d, 1.0)
     torch.cuda.synchronize(d.device)
     step_s = (time.perf_counter() - start) / steps
     tokens_per_s = micro * seq / step_s

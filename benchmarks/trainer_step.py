@@ -78,7 +78,7 @@ def main() -> None:
 
         def trainer_step() -> None:
             set_lr(optimizer, lr_at(0, 3e-4, 0, args.steps, 0.1))
-            train_step(model, optimizer, batches.next_step(), d, 1.0, False)
+            train_step(model, optimizer, batches.next_step(), d, 1.0)
 
         torch.manual_seed(0)
         with d.device:

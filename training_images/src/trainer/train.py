@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import FrameType
 
@@ -42,35 +42,55 @@ def log(message: str, rank: int) -> None:
     print(f"[trainer rank {rank}] {message}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class StepResult:
+    """What a step leaves on the device: read on the host only at sync steps (`agree`), so the
+    host can queue the next steps while the device still runs this one."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+
+
+def to_device(batch: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A copy from pinned memory that the host need not wait for (a pageable source makes the
+    CUDA copy synchronous); on CPU the tensor itself."""
+    if device.type != "cuda":
+        return batch
+    return batch.pin_memory().to(device, non_blocking=True)
+
+
 def train_step(
     model: nn.Module,
     optimizer: Optimizer,
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
     d: parallel.Dist,
     grad_clip: float,
-    stop_requested: bool,
-) -> tuple[float, float, bool]:
-    """One optimizer step; returns the global mean loss, the grad norm and whether to stop.
-
-    The stop flag rides on the loss all-reduce, so every rank learns of any rank's SIGTERM at
-    the same step and they all join the save.
-    """
+) -> StepResult:
+    """One optimizer step, queued without waiting for the device: no collective of its own, no
+    value read back (DDP's and FSDP's gradient reductions run on the device)."""
     loss_sum = torch.zeros((), device=d.device)
     for i, (inputs, targets) in enumerate(micro_batches):
         with parallel.grad_sync(model, enabled=i == len(micro_batches) - 1):
             with parallel.autocast(d.device):
-                logits = model(inputs.to(d.device, non_blocking=True))
-            loss = lm_loss(logits, targets.to(d.device, non_blocking=True)) / len(micro_batches)
+                logits = model(to_device(inputs, d.device))
+            loss = lm_loss(logits, to_device(targets, d.device)) / len(micro_batches)
             loss.backward()
         loss_sum += loss.detach()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    if isinstance(grad_norm, DTensor):
-        grad_norm = grad_norm.full_tensor()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    shared = torch.stack([loss_sum, torch.tensor(float(stop_requested), device=d.device)])
-    loss_total, stops = parallel.all_reduce_sum(shared).tolist()
-    return loss_total / d.world_size, float(grad_norm), stops > 0
+    return StepResult(loss=loss_sum, grad_norm=grad_norm)
+
+
+def agree(result: StepResult, stop_requested: bool, d: parallel.Dist) -> tuple[float, float, bool]:
+    """The one host sync of a sync step: the global mean loss, the grad norm, and whether any
+    rank was asked to stop. The stop flag rides on the loss all-reduce, so every rank learns of
+    any rank's SIGTERM at the same step and they all join the save."""
+    norm = result.grad_norm.full_tensor() if isinstance(result.grad_norm, DTensor) else result.grad_norm
+    shared = torch.stack([result.loss.float(), torch.tensor(float(stop_requested), device=d.device)])
+    parallel.all_reduce_sum(shared)
+    loss_total, stops, grad_norm = torch.cat([shared, norm.detach().float().reshape(1)]).tolist()
+    return loss_total / d.world_size, grad_norm, stops > 0
 
 
 @torch.no_grad()
@@ -137,17 +157,23 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
                       d.world_size, peak, d.device, state.step)
 
+    loss = float("nan")
     while state.step < cfg.max_steps:
         lr = state.schedule.lr_at(state.step)
         set_lr(optimizer, lr)
-        loss, grad_norm, stopping = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, stop.requested)
+        result = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip)
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
         eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
+        save_due = last or state.step % cfg.checkpoint_every == 0
+        if not (eval_due or save_due or state.step % cfg.log_every == 0):
+            continue
+        # A sync step: the only place the host waits for the device, and where ranks agree on
+        # stopping, so a SIGTERM is acted on within --log-every steps.
+        loss, grad_norm, stopping = agree(result, stop.requested, d)
         eval_loss = evaluate(core, val_split, cfg.eval_samples, micro, d) if eval_due else None
-        if last or stopping or eval_due or state.step % cfg.log_every == 0:
-            metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
-        if last or stopping or state.step % cfg.checkpoint_every == 0:
+        metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
+        if save_due or stopping:
             checkpointer.save(model, optimizer, state)
         if stopping and not last:
             log(f"stop requested: saved {checkpointer.folder(state.step)}, exiting", d.rank)
