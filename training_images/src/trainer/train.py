@@ -155,7 +155,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
     batches = TrainBatches(train_split, GlobalOrder(train_split.num_samples, cfg.seed), layout, state.consumed_samples)
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
-                      d.world_size, peak, d.device, state.step)
+                      d.world_size, peak, d.device, state.step, cfg.max_steps)
 
     loss = float("nan")
     while state.step < cfg.max_steps:
