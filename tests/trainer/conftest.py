@@ -128,11 +128,12 @@ class Harness:
         )
 
     def train_args(self, checkpoint_dir: Path | str, metrics_file: Path, **overrides: Any) -> list[str]:
+        """Overrides are flags by name (underscores for dashes); an empty string is a switch."""
         options = {**TRAIN_DEFAULTS, **{k.replace("_", "-"): v for k, v in overrides.items()}}
         args = ["train", "--data", str(self.data_dir), "--checkpoint-dir", str(checkpoint_dir),
                 "--metrics-file", str(metrics_file)]
         for key, value in options.items():
-            args += [f"--{key}", str(value)]
+            args += [f"--{key}"] + ([str(value)] if value != "" else [])
         return args
 
     def start(self, name: str, nproc: int | None = None, max_restarts: int = 0,

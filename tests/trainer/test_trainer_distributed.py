@@ -18,6 +18,7 @@ Tolerances, and why they hold with fp32 on CPU (OMP_NUM_THREADS=1 in every run):
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -152,3 +153,33 @@ def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness)
     for rank in (0, 1):
         assert f"[trainer rank {rank}] stop requested: saved" in run.output()
     assert step < 100_000
+
+
+def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
+    harness: Harness, reference_two: Run, tmp_path: Path
+) -> None:
+    """Written in the background while training goes on, a checkpoint still holds the state of
+    its own step: resumed from step 20, the losses repeat the synchronous run's exactly."""
+    background = harness.run("async-2proc", nproc=2, async_checkpoint="")
+    assert harness.max_rel_diff(background.train_losses(), reference_two.train_losses()) <= WORLD_RTOL
+    for step in (10, 20, 30, 40):
+        assert (background.checkpoint_dir / f"step_{step:08d}" / ".complete").is_file()
+    assert f"saved {background.checkpoint_dir / 'step_00000020'} in the background in " in background.output()
+
+    checkpoints = tmp_path / "checkpoints"
+    shutil.copytree(background.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    resumed = harness.run("async-resumed", nproc=2, checkpoint_dir=checkpoints)
+    expected = {step: loss for step, loss in reference_two.train_losses().items() if step > 20}
+    assert harness.max_rel_diff(resumed.train_losses(), expected) <= WORLD_RTOL
+    assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
+
+
+def test_sigterm_with_async_checkpoints_waits_for_the_pending_save_and_saves_synchronously(harness: Harness) -> None:
+    run = harness.start("sigterm-async", nproc=2, max_steps=100_000, checkpoint_every=2, async_checkpoint="")
+    harness.workers(run, 2)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    assert code != 0
+    step = _assert_saved_at_last_logged_step(run)
+    folders = sorted(run.checkpoint_dir.iterdir())
+    assert folders and all((f / ".complete").is_file() for f in folders), "a pending save was left uncommitted"
+    assert re.search(rf"rank 0\] stop requested: saved \S+step_{step:08d} in \d+\.\ds \(synchronously", run.output())

@@ -14,6 +14,13 @@ reader may see `.metadata` before the shards. The commit is the marker instead:
 A step folder counts as complete only with both `.complete` and `.metadata` (the rule DCP's own
 readers use still holds). Incomplete folders are removed when a run starts.
 
+With --async-checkpoint, periodic saves go through `dcp.async_save`: the state is staged to host
+memory (pinned, on a side stream, on GPUs) and written by a background thread while training
+goes on; steps 2-3 then run in a thread of their own once the write is done. Training waits
+only before the next optimizer step changes what is being staged. Any save first waits for the
+one still pending, so at most one is in flight and commits stay in order; the last save of a run
+and the save on SIGTERM are synchronous.
+
 DCP stores the model and optimizer by parameter name, not by rank, which is what lets a run
 saved by 2 processes (or by FSDP) resume on 1 (or under DDP).
 """
@@ -21,16 +28,22 @@ saved by 2 processes (or by FSDP) resume on 1 (or under DDP).
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim import Optimizer
 
 from trainer.config import ConfigError
+from trainer.log import log
 from trainer.optim import Schedule
 from trainer.storage import Store
 
@@ -130,28 +143,67 @@ class Checkpointer:
     """Saves and restores on every rank; rank 0 alone commits, cleans up and prunes.
 
     DCP's collectives (planning, gathering write results) and the commit barriers run on a
-    process group of their own, on gloo: on CPU, and apart from the training collectives.
+    process group of their own, on gloo: on CPU, and apart from the training collectives, which a
+    background save must never interleave with (torchtitan's checkpointer does the same).
     """
 
-    def __init__(self, store: Store, keep: int, is_main: bool) -> None:
+    def __init__(self, store: Store, keep: int, rank: int, device: torch.device, async_saves: bool) -> None:
         self.store = store
         self.keep = keep
-        self.is_main = is_main
+        self.rank = rank
+        self.is_main = rank == 0
+        self.device = device
         self.group = dist.new_group(backend="gloo")
+        self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="trainer-checkpoint") if async_saves else None
+        self._stager: DefaultStager | None = None
+        self._staging: Future[None] | None = None
+        self._pending: Future[None] | None = None
 
     def folder(self, step: int) -> str:
         return self.store.join(step_name(step))
 
-    def save(self, model: nn.Module, optimizer: Optimizer, state: TrainerState) -> None:
+    def save(self, model: nn.Module, optimizer: Optimizer, state: TrainerState, background: bool) -> float:
+        """Save `state`'s step; in the background when asked and --async-checkpoint is on.
+        Returns the seconds this call took: for a synchronous save, its whole duration,
+        including the wait for a pending one."""
+        started = time.perf_counter()
+        self.wait()
         folder = self.folder(state.step)
         if self.is_main:
             self.store.remove(folder)
             self.store.makedirs(folder)
         dist.barrier(group=self.group)
         model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optim": optim_state},
-                 storage_writer=self.store.writer(folder), process_group=self.group)
+        state_dict = {"model": model_state, "optim": optim_state}
+        writer = self.store.writer(folder)
+        if background and self._writer_thread is not None:
+            response = dcp.async_save(state_dict, storage_writer=writer, process_group=self.group,
+                                      async_stager=self._async_stager())
+            upload = response
+            if isinstance(response, AsyncSaveResponse):
+                self._staging, upload = response.staging_completion, response.upload_completion
+            self._pending = self._writer_thread.submit(self._commit_when_written, upload, folder, state, started)
+            return time.perf_counter() - started
+        dcp.save(state_dict, storage_writer=writer, process_group=self.group)
         self._commit(folder, state)
+        return time.perf_counter() - started
+
+    def _async_stager(self) -> DefaultStager:
+        """Created at the first background save, then reused: it keeps its (pinned) host buffers,
+        so later saves copy into them instead of allocating and pinning again. Pinned memory,
+        a side stream and non-blocking copies need CUDA; on CPU staging is a plain copy."""
+        if self._stager is None:
+            cuda = self.device.type == "cuda"
+            self._stager = DefaultStager(StagingOptions(
+                use_pinned_memory=cuda, use_shared_memory=False, use_async_staging=cuda, use_non_blocking_copy=cuda,
+            ))
+        return self._stager
+
+    def _commit_when_written(self, upload: Future[Any], folder: str, state: TrainerState, started: float) -> None:
+        upload.result()
+        self._commit(folder, state)
+        if self.is_main:
+            log(f"saved {folder} in the background in {time.perf_counter() - started:.1f}s", self.rank)
 
     def _commit(self, folder: str, state: TrainerState) -> None:
         dist.barrier(group=self.group)
@@ -160,6 +212,27 @@ class Checkpointer:
             self.store.write_text(f"{folder}/{COMPLETE_FILE}", "")
             remove_old(self.store, self.keep)
         dist.barrier(group=self.group)
+
+    def wait_for_staging(self) -> None:
+        """Block until a background save has its copy of the state: called before an optimizer
+        step, which changes the parameters and optimizer state in place."""
+        if self._staging is not None:
+            staging, self._staging = self._staging, None
+            staging.result()
+
+    def wait(self) -> None:
+        """Block until a background save is written and committed; its error, if any, is raised."""
+        self.wait_for_staging()
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def close(self) -> None:
+        self.wait()
+        if self._writer_thread is not None:
+            self._writer_thread.shutdown()
+        if self._stager is not None:
+            self._stager.close()
 
     def latest(self) -> tuple[str, TrainerState] | None:
         """The newest complete checkpoint and its state, chosen by rank 0 so all ranks agree;

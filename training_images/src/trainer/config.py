@@ -89,6 +89,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_samples: int = 64
     keep_checkpoints: int = 3
+    async_checkpoint: bool = False
     peak_tflops: float | None = None
     compile: bool = False
     activation_checkpointing: bool = False
@@ -205,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-samples", type=_positive_int, default=64)
     train.add_argument("--keep-checkpoints", type=_non_negative_int, default=3,
                        help="complete checkpoints to keep; 0 keeps all")
+    train.add_argument("--async-checkpoint", action="store_true",
+                       help="write periodic checkpoints in the background (the last and the SIGTERM save stay synchronous)")
     train.add_argument("--peak-tflops", type=_positive_float, default=None,
                        help="peak bf16 dense TFLOPS of one accelerator, for MFU")
     train.add_argument("--compile", action="store_true")

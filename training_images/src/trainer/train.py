@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import FrameType
@@ -15,12 +15,13 @@ from torch.optim import Optimizer
 
 from trainer import parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
-from trainer.storage import Store
 from trainer.config import TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
+from trainer.log import log
 from trainer.metrics import Metrics, detect_peak_tflops
 from trainer.model import GPT, count_params, lm_loss
 from trainer.optim import build_optimizer, set_lr
+from trainer.storage import Store
 
 # Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
 # count the run as interrupted and start it again (it then resumes), never as finished.
@@ -36,10 +37,6 @@ class StopRequest:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
-
-
-def log(message: str, rank: int) -> None:
-    print(f"[trainer rank {rank}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -65,9 +62,11 @@ def train_step(
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
     d: parallel.Dist,
     grad_clip: float,
+    before_update: Callable[[], None] = lambda: None,
 ) -> StepResult:
     """One optimizer step, queued without waiting for the device: no collective of its own, no
-    value read back (DDP's and FSDP's gradient reductions run on the device)."""
+    value read back (DDP's and FSDP's gradient reductions run on the device). `before_update`
+    runs just before the weights change (a background checkpoint finishing its copy)."""
     loss_sum = torch.zeros((), device=d.device)
     for i, (inputs, targets) in enumerate(micro_batches):
         with parallel.grad_sync(model, enabled=i == len(micro_batches) - 1):
@@ -77,6 +76,7 @@ def train_step(
             loss.backward()
         loss_sum += loss.detach()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    before_update()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return StepResult(loss=loss_sum, grad_norm=grad_norm)
@@ -117,7 +117,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
         core = GPT(cfg.model)
     model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
     optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
-    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.is_main)
+    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.rank, d.device, cfg.async_checkpoint)
     data_meta = read_meta(cfg.data)
     state = TrainerState(
         step=0,
@@ -161,7 +161,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
     while state.step < cfg.max_steps:
         lr = state.schedule.lr_at(state.step)
         set_lr(optimizer, lr)
-        result = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip)
+        result = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
         eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
@@ -174,10 +174,17 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
         eval_loss = evaluate(core, val_split, cfg.eval_samples, micro, d) if eval_due else None
         metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
         if save_due or stopping:
-            checkpointer.save(model, optimizer, state)
+            # The last save and a stop's are synchronous (after any pending one): the process
+            # is about to end. Periodic ones go to the background with --async-checkpoint.
+            seconds = checkpointer.save(model, optimizer, state, background=not (last or stopping))
+            if d.is_main and (last or stopping or not cfg.async_checkpoint):
+                log(f"saved {checkpointer.folder(state.step)} in {seconds:.1f}s", d.rank)
         if stopping and not last:
-            log(f"stop requested: saved {checkpointer.folder(state.step)}, exiting", d.rank)
+            checkpointer.close()
+            log(f"stop requested: saved {checkpointer.folder(state.step)} in {seconds:.1f}s "
+                "(synchronously, after any pending save), exiting", d.rank)
             return EXIT_PREEMPTED
+    checkpointer.close()
     metrics.summary(state.step, loss)
     return 0
 
