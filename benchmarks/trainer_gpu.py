@@ -22,7 +22,7 @@ from trainer.config import PRESETS
 from trainer.metrics import detect_peak_tflops, flops_per_token, mfu
 from trainer.model import GPT, count_params
 from trainer.optim import build_optimizer
-from trainer.train import train_step
+from trainer.train import Model, train_step
 
 # Micro-batch per preset at 1024 tokens, sized for an 80 GB device with room to spare.
 MICRO_BATCH = {"tiny": 64, "small": 32, "medium": 16, "large": 8, "1b": 8}
@@ -36,17 +36,19 @@ def benchmark(preset: str, d: parallel.Dist, seq_len: int, steps: int, warmup: i
     torch.manual_seed(0)
     with d.device:
         core = GPT(cfg)
-    model = parallel.parallelize(core, d, "ddp", compile_blocks, activation_checkpointing)
-    optimizer = build_optimizer(model, 3e-4, 0.1)
+    precision = parallel.device_precision("ddp")
+    model = parallel.parallelize(core, d, "ddp", precision, compile_blocks, activation_checkpointing)
+    optimizer = build_optimizer(model, 3e-4, 0.1, fused=True)
+    trainee = Model(core, model, optimizer, precision, precision.grad_scaler(d.device))
     window = torch.randint(0, cfg.vocab_size, (micro, seq + 1), device=d.device)
     batch = [(window[:, :-1], window[:, 1:])]
     torch.cuda.reset_peak_memory_stats(d.device)
     for _ in range(warmup):
-        train_step(model, optimizer, batch, d, 1.0)
+        train_step(trainee, batch, d, 1.0)
     torch.cuda.synchronize(d.device)
     start = time.perf_counter()
     for _ in range(steps):
-        train_step(model, optimizer, batch, d, 1.0)
+        train_step(trainee, batch, d, 1.0)
     torch.cuda.synchronize(d.device)
     step_s = (time.perf_counter() - start) / steps
     tokens_per_s = micro * seq / step_s

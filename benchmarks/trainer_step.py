@@ -29,7 +29,7 @@ from trainer.config import PRESETS, PrepareConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, prepare
 from trainer.model import GPT, count_params
 from trainer.optim import build_optimizer, lr_at, set_lr
-from trainer.train import train_step
+from trainer.train import Model, train_step
 
 
 def _time_once(step: Callable[[], None], device: torch.device) -> float:
@@ -73,12 +73,14 @@ def main() -> None:
         with d.device:
             model = GPT(PRESETS[args.preset])
         optimizer = build_optimizer(model, 3e-4, 0.1)
+        precision = parallel.device_precision("ddp")
+        trainee = Model(model, model, optimizer, precision, precision.grad_scaler(d.device))
         batches = TrainBatches(tokens, GlobalOrder(tokens.num_samples, 0),
                                RankSlice(0, 1, args.batch_size, args.batch_size), consumed=0)
 
         def trainer_step() -> None:
             set_lr(optimizer, lr_at(0, 3e-4, 0, args.steps, 0.1))
-            train_step(model, optimizer, batches.next_step(), d, 1.0)
+            train_step(trainee, batches.next_step(), d, 1.0)
 
         torch.manual_seed(0)
         with d.device:
@@ -87,7 +89,7 @@ def main() -> None:
         inputs, targets = (t.to(d.device) for t in tokens.batch(np.arange(args.batch_size)))
 
         def bare_step() -> None:
-            with parallel.autocast(d.device):
+            with precision.autocast(d.device):
                 logits = bare(inputs)
             F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1)).backward()
             torch.nn.utils.clip_grad_norm_(bare.parameters(), 1.0)

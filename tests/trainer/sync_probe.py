@@ -49,7 +49,7 @@ def main() -> None:
     torch.Tensor.__float__ = recording("float", torch.Tensor.__float__, default_group_only=False)  # type: ignore[method-assign]
     train.train_step = counting_steps(train.train_step)  # type: ignore[assignment]
     d = parallel.init_distributed(timedelta(seconds=60))
-    code = train.train(cfg, d, Store(cfg.checkpoint_dir), TokenFile(cfg.data, "train", cfg.seq_len),
+    code = train.train(cfg, d, parallel.FP32, Store(cfg.checkpoint_dir), TokenFile(cfg.data, "train", cfg.seq_len),
                        TokenFile(cfg.data, "val", cfg.seq_len))
     parallel.shutdown(clean=True)
     print(json.dumps({"code": code, "events": events}))

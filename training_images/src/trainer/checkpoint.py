@@ -68,6 +68,9 @@ class TrainerState:
     data: str
     data_meta: dict[str, Any]
     schedule: Schedule
+    # torch.amp.GradScaler's state under fp16 (loss scale, growth tracker), so a resume neither
+    # restarts the scale search nor skips steps; None in bf16 and fp32.
+    grad_scaler: dict[str, Any] | None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"

@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--async-checkpoint", action="store_true",
                        help="write periodic checkpoints in the background (the last and the SIGTERM save stay synchronous)")
     train.add_argument("--peak-tflops", type=_positive_float, default=None,
-                       help="peak bf16 dense TFLOPS of one accelerator, for MFU")
+                       help="dense bf16 (fp16 without bf16) peak TFLOPS of one accelerator, for MFU")
     train.add_argument("--compile", action="store_true")
     train.add_argument("--activation-checkpointing", action="store_true")
     train.add_argument("--dist-timeout", dest="dist_timeout_s", type=_positive_float,

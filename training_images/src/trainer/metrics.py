@@ -26,14 +26,34 @@ import torch
 from trainer.config import ModelConfig
 from trainer.model import matmul_params
 
-# Dense bf16 peak per accelerator in TFLOPS, from the vendors' datasheets (sparsity excluded).
+# Dense 16-bit tensor-core peak per accelerator in TFLOPS: bf16, or fp16 on GPUs without bf16
+# (T4, V100), the precision the trainer runs there (trainer.parallel). Datasheets quote sparse
+# figures ("with sparsity") for Ampere and later; the dense peak is half of those.
 # Used only when --peak-tflops is not given; the platform passes the value from its catalog.
-PEAK_BF16_TFLOPS: dict[str, float] = {
-    "H200": 989.0,
-    "H100": 989.0,
-    "A100": 312.0,
-    "L4": 121.0,
-}
+# Rows are matched in order on whole words of the CUDA device name, so variants come before
+# their family: "NVIDIA H100 PCIe" and "NVIDIA H100 NVL" before "NVIDIA H100 80GB HBM3" (SXM).
+PEAK_TFLOPS: list[tuple[frozenset[str], float]] = [
+    # NVIDIA HGX B200 datasheet: FP16/BF16 tensor 4.5 PFLOPS per GPU with sparsity.
+    (frozenset({"B200"}), 2250.0),
+    # NVIDIA H200 datasheet: BF16 tensor 1,979 TFLOPS (SXM), 1,671 (NVL), with sparsity.
+    (frozenset({"H200", "NVL"}), 835.5),
+    (frozenset({"H200"}), 989.5),
+    # NVIDIA H100 datasheet: BF16 tensor 1,979 (SXM), 1,671 (NVL), 1,513 (PCIe) with sparsity.
+    (frozenset({"H100", "NVL"}), 835.5),
+    (frozenset({"H100", "PCIE"}), 756.5),
+    (frozenset({"H100"}), 989.5),
+    # NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, SXM and PCIe alike.
+    (frozenset({"A100"}), 312.0),
+    # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity).
+    (frozenset({"L40S"}), 362.05),
+    # NVIDIA L4 datasheet: BF16 tensor 242 TFLOPS with sparsity.
+    (frozenset({"L4"}), 121.0),
+    # NVIDIA V100 datasheet: 125 (SXM2) and 112 (PCIe) tensor TFLOPS, fp16 (no bf16).
+    (frozenset({"V100", "PCIE"}), 112.0),
+    (frozenset({"V100"}), 125.0),
+    # NVIDIA T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32), no bf16.
+    (frozenset({"T4"}), 65.0),
+]
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
@@ -43,7 +63,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
 def peak_tflops_for(device_name: str) -> float | None:
     """Matched on whole words of the name, so an "L40S" is not taken for an "L4"."""
     words = set(re.split(r"[^A-Za-z0-9]+", device_name.upper()))
-    return next((tflops for model, tflops in PEAK_BF16_TFLOPS.items() if model in words), None)
+    return next((tflops for required, tflops in PEAK_TFLOPS if required <= words), None)
 
 
 def detect_peak_tflops(device: torch.device) -> float | None:

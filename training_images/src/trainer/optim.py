@@ -13,8 +13,13 @@ from torch import nn
 from torch.optim import AdamW, Optimizer
 
 
-def build_optimizer(model: nn.Module, lr: float, weight_decay: float) -> AdamW:
-    """Decay matrices only: shrinking norm gains and embeddings' rows toward zero does not regularise."""
+def build_optimizer(model: nn.Module, lr: float, weight_decay: float, fused: bool = False) -> AdamW:
+    """Decay matrices only: shrinking norm gains and embeddings' rows toward zero does not regularise.
+
+    `fused` (on GPUs): one kernel for the whole update, which also lets torch.amp.GradScaler hand
+    it the inf check instead of reading it back to the host (torch/amp/grad_scaler.py,
+    `_step_supports_amp_scaling`). CPU keeps the default (foreach) so tests compare the same
+    arithmetic as always."""
     decay = [p for name, p in model.named_parameters() if p.dim() >= 2 and "emb" not in name]
     keep = [p for name, p in model.named_parameters() if p.dim() < 2 or "emb" in name]
     return AdamW(
@@ -22,6 +27,7 @@ def build_optimizer(model: nn.Module, lr: float, weight_decay: float) -> AdamW:
         lr=lr,
         betas=(0.9, 0.95),
         eps=1e-8,
+        fused=fused or None,
     )
 
 

@@ -56,29 +56,52 @@ def to_device(batch: torch.Tensor, device: torch.device) -> torch.Tensor:
     return batch.pin_memory().to(device, non_blocking=True)
 
 
+@dataclass(frozen=True)
+class Model:
+    """The model as the loop uses it: `core` unwrapped (for eval), `wrapped` by DDP or FSDP (for
+    training), its optimizer, and the loss scaler of its precision (a no-op unless fp16)."""
+
+    core: GPT
+    wrapped: nn.Module
+    optimizer: Optimizer
+    precision: parallel.Precision
+    scaler: torch.amp.GradScaler
+
+
+def build_model(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision) -> Model:
+    torch.manual_seed(cfg.seed)
+    with d.device:
+        core = GPT(cfg.model)
+    wrapped = parallel.parallelize(core, d, cfg.parallel, precision, cfg.compile, cfg.activation_checkpointing)
+    optimizer = build_optimizer(wrapped, cfg.lr, cfg.weight_decay, fused=d.device.type == "cuda")
+    return Model(core, wrapped, optimizer, precision, precision.grad_scaler(d.device))
+
+
 def train_step(
-    model: nn.Module,
-    optimizer: Optimizer,
+    m: Model,
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
     d: parallel.Dist,
     grad_clip: float,
     before_update: Callable[[], None] = lambda: None,
 ) -> StepResult:
     """One optimizer step, queued without waiting for the device: no collective of its own, no
-    value read back (DDP's and FSDP's gradient reductions run on the device). `before_update`
-    runs just before the weights change (a background checkpoint finishing its copy)."""
+    value read back (DDP's and FSDP's gradient reductions run on the device; with fp16, the
+    fused AdamW skips a step with inf gradients on the device too). `before_update` runs just
+    before the weights change (a background checkpoint finishing its copy)."""
     loss_sum = torch.zeros((), device=d.device)
     for i, (inputs, targets) in enumerate(micro_batches):
-        with parallel.grad_sync(model, enabled=i == len(micro_batches) - 1):
-            with parallel.autocast(d.device):
-                logits = model(to_device(inputs, d.device))
+        with parallel.grad_sync(m.wrapped, enabled=i == len(micro_batches) - 1):
+            with m.precision.autocast(d.device):
+                logits = m.wrapped(to_device(inputs, d.device))
             loss = lm_loss(logits, to_device(targets, d.device)) / len(micro_batches)
-            loss.backward()
+            m.scaler.scale(loss).backward()
         loss_sum += loss.detach()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    m.scaler.unscale_(m.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(m.wrapped.parameters(), grad_clip)
     before_update()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    m.scaler.step(m.optimizer)
+    m.scaler.update()
+    m.optimizer.zero_grad(set_to_none=True)
     return StepResult(loss=loss_sum, grad_norm=grad_norm)
 
 
@@ -94,30 +117,25 @@ def agree(result: StepResult, stop_requested: bool, d: parallel.Dist) -> tuple[f
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
+def evaluate(m: Model, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
     """Mean token loss over the fixed held-out set, summed across ranks; padding weighs 0."""
-    model.eval()
+    m.core.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=d.device)
     for inputs, targets, weights in eval_batches(val, samples, d.rank, d.world_size, micro):
-        with parallel.autocast(d.device):
-            logits = model(inputs.to(d.device))
+        with m.precision.autocast(d.device):
+            logits = m.core(inputs.to(d.device))
         per_sample = lm_loss(logits, targets.to(d.device), reduction="none").view(targets.shape).sum(dim=1)
         weights = weights.to(d.device)
         totals[0] += (per_sample.double() * weights).sum()
         totals[1] += weights.sum() * targets.shape[1]
-    model.train()
+    m.core.train()
     parallel.all_reduce_sum(totals)
     return float(totals[0] / totals[1])
 
 
-def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFile, val_split: TokenFile) -> int:
-    stop = StopRequest()
-    torch.manual_seed(cfg.seed)
-    with d.device:
-        core = GPT(cfg.model)
-    model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
-    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
-    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.rank, d.device, cfg.async_checkpoint)
+def restore(cfg: TrainConfig, d: parallel.Dist, m: Model, checkpointer: Checkpointer) -> TrainerState:
+    """The state to start from: the newest checkpoint's, loaded into the model, if it may be
+    continued with these flags (trainer.resume); otherwise step 0."""
     data_meta = read_meta(cfg.data)
     state = TrainerState(
         step=0,
@@ -128,18 +146,30 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
         data=str(cfg.data.resolve()),
         data_meta=data_meta,
         schedule=resume.requested_schedule(cfg),
+        grad_scaler=None,
     )
     latest = checkpointer.latest()
-    if latest is not None:
-        folder, saved = latest
-        resume.check(cfg, data_meta, saved, folder)
-        checkpointer.load(folder, model, optimizer)
-        state = replace(state, step=saved.step, consumed_samples=saved.consumed_samples, schedule=saved.schedule)
+    if latest is None:
+        return state
+    folder, saved = latest
+    resume.check(cfg, data_meta, saved, folder)
+    checkpointer.load(folder, m.wrapped, m.optimizer)
+    if saved.grad_scaler is not None and m.scaler.is_enabled():
+        m.scaler.load_state_dict(saved.grad_scaler)
+    if d.is_main:
+        log(f"resumed from {folder} at step {saved.step}", d.rank)
         note = resume.schedule_note(cfg, saved.schedule)
-        if d.is_main:
-            log(f"resumed from {folder} at step {state.step}", d.rank)
-            if note:
-                log(note, d.rank)
+        if note:
+            log(note, d.rank)
+    return replace(state, step=saved.step, consumed_samples=saved.consumed_samples, schedule=saved.schedule)
+
+
+def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, store: Store,
+          train_split: TokenFile, val_split: TokenFile) -> int:
+    stop = StopRequest()
+    m = build_model(cfg, d, precision)
+    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.rank, d.device, cfg.async_checkpoint)
+    state = restore(cfg, d, m, checkpointer)
     if state.step >= cfg.max_steps:
         if d.is_main:
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
@@ -149,8 +179,9 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
         log(f"--eval-samples {cfg.eval_samples}: the val split holds {val_split.num_samples} samples of "
             f"--seq-len {cfg.seq_len}; evaluating those", d.rank)
     if d.is_main:
-        log(f"preset {cfg.preset}: {count_params(core):,} parameters; global batch {cfg.global_batch_size} = "
-            f"{d.world_size} processes x {cfg.accumulation_steps(d.world_size)} micro-batches x {micro}", d.rank)
+        log(f"preset {cfg.preset}: {count_params(m.core):,} parameters in {precision.name}; global batch "
+            f"{cfg.global_batch_size} = {d.world_size} processes x {cfg.accumulation_steps(d.world_size)} "
+            f"micro-batches x {micro}", d.rank)
     layout = RankSlice(d.rank, d.world_size, cfg.global_batch_size, micro)
     batches = TrainBatches(train_split, GlobalOrder(train_split.num_samples, cfg.seed), layout, state.consumed_samples)
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
@@ -160,8 +191,8 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
     loss = float("nan")
     while state.step < cfg.max_steps:
         lr = state.schedule.lr_at(state.step)
-        set_lr(optimizer, lr)
-        result = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
+        set_lr(m.optimizer, lr)
+        result = train_step(m, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
         eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
@@ -171,19 +202,22 @@ def train(cfg: TrainConfig, d: parallel.Dist, store: Store, train_split: TokenFi
         # A sync step: the only place the host waits for the device, and where ranks agree on
         # stopping, so a SIGTERM is acted on within --log-every steps.
         loss, grad_norm, stopping = agree(result, stop.requested, d)
-        eval_loss = evaluate(core, val_split, cfg.eval_samples, micro, d) if eval_due else None
+        eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
         metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
-        if save_due or stopping:
-            # The last save and a stop's are synchronous (after any pending one): the process
-            # is about to end. Periodic ones go to the background with --async-checkpoint.
-            seconds = checkpointer.save(model, optimizer, state, background=not (last or stopping))
-            if d.is_main and (last or stopping or not cfg.async_checkpoint):
-                log(f"saved {checkpointer.folder(state.step)} in {seconds:.1f}s", d.rank)
+        if not (save_due or stopping):
+            continue
+        # The last save and a stop's are synchronous (after any pending one): the process is
+        # about to end. Periodic ones go to the background with --async-checkpoint.
+        scaler_state = m.scaler.state_dict() if m.scaler.is_enabled() else None
+        saved = replace(state, grad_scaler=scaler_state)
+        seconds = checkpointer.save(m.wrapped, m.optimizer, saved, background=not (last or stopping))
         if stopping and not last:
             checkpointer.close()
             log(f"stop requested: saved {checkpointer.folder(state.step)} in {seconds:.1f}s "
                 "(synchronously, after any pending save), exiting", d.rank)
             return EXIT_PREEMPTED
+        if d.is_main and (last or not cfg.async_checkpoint):
+            log(f"saved {checkpointer.folder(state.step)} in {seconds:.1f}s", d.rank)
     checkpointer.close()
     metrics.summary(state.step, loss)
     return 0
@@ -193,13 +227,14 @@ def run(cfg: TrainConfig) -> int:
     """Check everything checkable before joining the process group: a bad flag must not hang."""
     _, world_size, _ = parallel.world_from_env()
     cfg.check_world(world_size)
+    precision = parallel.device_precision(cfg.parallel)
     store = Store(cfg.checkpoint_dir)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len)
     val_split = TokenFile(cfg.data, "val", cfg.seq_len)
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:
-        code = train(cfg, d, store, train_split, val_split)
+        code = train(cfg, d, precision, store, train_split, val_split)
         clean = True
         return code
     finally:
