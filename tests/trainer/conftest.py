@@ -162,6 +162,33 @@ class Harness:
         local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
         return Run(proc, log, local, metrics)
 
+    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, **overrides: Any) -> Run:
+        """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
+        nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
+        metrics file is shared (rank 0 writes it), each agent logs to node<i>.log."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
+        endpoint = f"127.0.0.1:{_free_port()}"
+        runs = []
+        for node in range(nodes):
+            command = [
+                sys.executable, "-m", "torch.distributed.run",
+                "--nnodes", str(nodes), "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", name,
+                "--monitor-interval", "0.2",
+                "-m", "trainer", *self.train_args(ckpt, metrics, **overrides),
+            ]
+            log = folder / f"node{node}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                                        cwd=folder, start_new_session=True)
+            runs.append(Run(proc, log, ckpt, metrics))
+        codes = [self.finish(run) for run in runs]
+        assert codes == [0] * nodes, "\n".join(f"node {i} exited {c}; log:\n{r.output()[-3000:]}"
+                                                for i, (r, c) in enumerate(zip(runs, codes, strict=True)))
+        return runs[0]
+
     def finish(self, run: Run, timeout: float = RUN_TIMEOUT_S) -> int:
         try:
             return run.proc.wait(timeout=timeout)

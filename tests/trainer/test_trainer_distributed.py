@@ -11,6 +11,9 @@ Tolerances, and why they hold with fp32 on CPU (OMP_NUM_THREADS=1 in every run):
   move the loss at the 1e-3 level or more from the first step.
 - FSDP: the reduce-scatter and the sharded grad-norm add in yet another order, and AdamW
   compounds the rounding over 40 steps (~1e-7 observed); FSDP_RTOL = 1e-5.
+- HSDP over two single-process "nodes": parameters are replicated (shards of one), so the
+  gradient all-reduce across the replicate dimension stands in for DDP's; the same 1e-5 as FSDP
+  bounds the different reduction order and the sharded grad-norm (HSDP_RTOL).
 - SIGKILL and restart: same world size, so the resumed run repeats the same arithmetic; the
   required bound RESTART_RTOL = 1e-4 is loose.
 """
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 WORLD_RTOL = 1e-6
 FSDP_RTOL = 1e-5
+HSDP_RTOL = 1e-5
 RESTART_RTOL = 1e-4
 
 
@@ -54,6 +58,14 @@ def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: R
     fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
     assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL
     assert harness.max_rel_diff(fsdp.eval_losses(), reference_one.eval_losses()) <= FSDP_RTOL
+
+
+def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: Run) -> None:
+    """Two torchrun agents, one process each, as two nodes: a (2 replicas x 1 shard) mesh."""
+    hsdp = harness.run_nodes("hsdp-2-nodes", nodes=2, nproc_per_node=1, parallel="hsdp")
+    assert harness.max_rel_diff(hsdp.train_losses(), reference_two.train_losses()) <= HSDP_RTOL
+    assert harness.max_rel_diff(hsdp.eval_losses(), reference_two.eval_losses()) <= HSDP_RTOL
+    assert (hsdp.checkpoint_dir / "step_00000040" / ".complete").is_file()
 
 
 def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(

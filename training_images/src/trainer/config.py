@@ -63,7 +63,9 @@ PRESETS: dict[str, ModelConfig] = {
     "1b": ModelConfig(dim=2048, n_layers=20, n_heads=16, max_seq_len=2048),
 }
 
-PARALLEL_MODES = ("ddp", "fsdp")
+# ddp: replicate everything; fsdp: shard parameters, gradients and optimizer state over all
+# ranks; hsdp: shard within a node, replicate across nodes (trainer.parallel).
+PARALLEL_MODES = ("ddp", "fsdp", "hsdp")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import ContextManager
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
@@ -53,6 +54,22 @@ def world_from_env() -> tuple[int, int, int]:
         int(os.environ.get("WORLD_SIZE", "1")),
         int(os.environ.get("LOCAL_RANK", "0")),
     )
+
+
+def local_world_size() -> int:
+    """Processes on this node, as torchrun sets it; a plain process is alone."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def hsdp_mesh_shape(world_size: int, per_node: int) -> tuple[int, int]:
+    """(replicas, shards) of --parallel hsdp: shard over a node's processes, whose collectives stay
+    on NVLink, and replicate across nodes, whose links carry one gradient all-reduce per step."""
+    if per_node < 1 or world_size % per_node:
+        raise ConfigError(
+            f"--parallel hsdp: {world_size} processes do not split into nodes of {per_node} "
+            "(LOCAL_WORLD_SIZE); every node must run the same number of processes"
+        )
+    return world_size // per_node, per_node
 
 
 @dataclass(frozen=True)
@@ -148,15 +165,24 @@ def parallelize(
     if compile_blocks:
         for block in model.blocks:
             block.compile()
-    if mode == "fsdp":
+    if mode in ("fsdp", "hsdp"):
         policy = MixedPrecisionPolicy(param_dtype=precision.dtype, reduce_dtype=torch.float32 if precision.dtype else None)
+        mesh = _hsdp_mesh(d) if mode == "hsdp" else None
         for block in model.blocks:
-            fully_shard(block, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
         return model
     if d.world_size == 1:
         return model
     return DistributedDataParallel(model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+
+
+def _hsdp_mesh(d: Dist) -> DeviceMesh:
+    """A 2-D mesh, nodes by local ranks: torchrun numbers a node's processes contiguously, so row i
+    is node i. On a 2-D mesh fully_shard places parameters (Replicate(), Shard(0)): sharded
+    along dim 1, replicated along dim 0 (torch/distributed/fsdp/_fully_shard/_fully_shard.py)."""
+    shape = hsdp_mesh_shape(d.world_size, local_world_size())
+    return init_device_mesh(d.device.type, shape, mesh_dim_names=("replicate", "shard"))
 
 
 @contextmanager

@@ -227,6 +227,8 @@ def run(cfg: TrainConfig) -> int:
     """Check everything checkable before joining the process group: a bad flag must not hang."""
     _, world_size, _ = parallel.world_from_env()
     cfg.check_world(world_size)
+    if cfg.parallel == "hsdp":
+        parallel.hsdp_mesh_shape(world_size, parallel.local_world_size())
     precision = parallel.device_precision(cfg.parallel)
     store = Store(cfg.checkpoint_dir)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len)
