@@ -156,7 +156,9 @@ class Checkpointer:
         self.rank = rank
         self.is_main = rank == 0
         self.device = device
-        self.group = dist.new_group(backend="gloo")
+        group = dist.new_group(backend="gloo")
+        assert isinstance(group, dist.ProcessGroup), "this rank is a member of the checkpoint group"
+        self.group = group
         self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="trainer-checkpoint") if async_saves else None
         self._stager: DefaultStager | None = None
         self._staging: Future[None] | None = None
@@ -182,9 +184,10 @@ class Checkpointer:
         if background and self._writer_thread is not None:
             response = dcp.async_save(state_dict, storage_writer=writer, process_group=self.group,
                                       async_stager=self._async_stager())
-            upload = response
             if isinstance(response, AsyncSaveResponse):
                 self._staging, upload = response.staging_completion, response.upload_completion
+            else:
+                upload = response
             self._pending = self._writer_thread.submit(self._commit_when_written, upload, folder, state, started)
             return time.perf_counter() - started
         dcp.save(state_dict, storage_writer=writer, process_group=self.group)

@@ -23,8 +23,9 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
-from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter, StorageReader, StorageWriter
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.storage import StorageReader, StorageWriter
 
 from trainer.config import ConfigError
 
