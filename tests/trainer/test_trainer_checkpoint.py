@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from trainer.checkpoint import complete_checkpoints, remove_incomplete, remove_old, resolve
+from trainer.checkpoint import TrainerState, complete_checkpoints, remove_incomplete, remove_old, resolve
+from trainer.optim import Schedule
 from trainer.config import ConfigError
 from trainer.storage import Store
 
@@ -47,6 +48,21 @@ def test_start_up_cleanup_removes_uncommitted_step_folders_and_legacy_temporarie
     removed = remove_incomplete(Store(str(tmp_path)))
     assert removed == [".tmp_step_00000040", "step_00000020", "step_00000030"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "step_00000010"]
+
+
+def test_start_up_keeps_an_earlier_trainer_s_checkpoints_and_marks_a_save_missing_only_its_marker(
+    tmp_path: Path,
+) -> None:
+    legacy = _folder(tmp_path, "step_00000010", metadata=True, marker=False)
+    (legacy / "trainer.json").write_text('{"step": 10, "consumed_samples": 80, "model": {}, "seq_len": 8, "data": "d"}')
+    finished = _folder(tmp_path, "step_00000020", metadata=True, marker=False)
+    state = TrainerState(20, 160, "tiny", {}, 8, "d", {}, Schedule(1e-3, 2, 40, 0.1), None)
+    (finished / "trainer.json").write_text(state.to_json())
+    torn = _folder(tmp_path, "step_00000030", metadata=True, marker=False)
+    (torn / "trainer.json").write_text('{"step": 3')
+    assert remove_incomplete(Store(str(tmp_path))) == ["step_00000030"]
+    assert [step for step, _ in complete_checkpoints(Store(str(tmp_path)))] == [20]
+    assert (legacy / "trainer.json").exists() and not (legacy / ".complete").exists()
 
 
 def test_resolve_picks_the_newest_complete_checkpoint_or_a_given_step_folder(tmp_path: Path) -> None:

@@ -12,7 +12,11 @@ reader may see `.metadata` before the shards. The commit is the marker instead:
 3. a barrier, so every rank has finished; then rank 0 writes trainer.json and, last,
    `.complete`; a second barrier, so no rank leaves (or is stopped) before the marker exists.
 A step folder counts as complete only with both `.complete` and `.metadata` (the rule DCP's own
-readers use still holds). Incomplete folders are removed when a run starts.
+readers use still holds). Incomplete folders are removed when a run starts, with two exceptions: a
+folder with `.metadata` and a readable trainer.json finished every rank's write (trainer.json
+comes after the barrier), so rank 0 gives it its marker; and a checkpoint of the trainer before
+markers (published by a rename, its trainer.json without the schedule and data identity a
+resume now checks) is kept untouched and named in the log, never deleted, but not resumed from.
 
 With --async-checkpoint, periodic saves go through `dcp.async_save`: the state is staged to host
 memory (pinned, on a side stream, on GPUs) and written by a background thread while training
@@ -104,14 +108,44 @@ def complete_checkpoints(store: Store) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _unmarked_kind(store: Store, folder: str) -> str:
+    """`finished` (every rank wrote; only the marker is missing), `legacy` (a checkpoint of the
+    trainer before markers) or `stale` (a save that never finished)."""
+    if not (store.exists(f"{folder}/{METADATA_FILE}") and store.exists(f"{folder}/{STATE_FILE}")):
+        return "stale"
+    text = store.read_text(f"{folder}/{STATE_FILE}")
+    try:
+        TrainerState.from_json(text)
+        return "finished"
+    except (ValueError, TypeError, KeyError):
+        pass
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return "stale"
+    return "legacy" if isinstance(fields, dict) and "step" in fields else "stale"
+
+
 def remove_incomplete(store: Store) -> list[str]:
     """Remove every step folder without its marker (a save that never finished) and the legacy
-    temporary folders; returns their names."""
-    stale = [
-        name for name in store.names()
-        if name.startswith(LEGACY_TMP_PREFIX)
-        or (_step_of(name) is not None and not is_complete(store, store.join(name)))
-    ]
+    temporary folders; mark finished saves that lack only the marker, and keep an earlier
+    trainer's checkpoints. Returns the names removed."""
+    stale: list[str] = []
+    for name in store.names():
+        folder = store.join(name)
+        if name.startswith(LEGACY_TMP_PREFIX):
+            stale.append(name)
+            continue
+        if _step_of(name) is None or is_complete(store, folder):
+            continue
+        kind = _unmarked_kind(store, folder)
+        if kind == "finished":
+            store.write_text(f"{folder}/{COMPLETE_FILE}", "")
+            log(f"checkpoint {name}: every rank had written it; marked complete", 0)
+        elif kind == "legacy":
+            log(f"checkpoint {name}: written by an earlier trainer version; kept, not resumed from", 0)
+        else:
+            stale.append(name)
     for name in stale:
         store.remove(store.join(name))
     return stale
