@@ -36,7 +36,7 @@ class PoolRow:
             str(p.max_gpus),
             str(p.max_slots),
             sharing,
-            p.capacity,
+            p.provisioning,
             _usd(self.usd_min),
             _usd(self.usd_max),
         )

@@ -47,7 +47,7 @@ MAX_NODE_PROVISION_TIME = "30m"
 
 def capacity_type(pool: Pool) -> str:
     """EKS capacityType of a pool (CreateNodegroup API spelling)."""
-    return "SPOT" if pool.capacity == "spot" else "ON_DEMAND"
+    return "SPOT" if pool.spot else "ON_DEMAND"
 
 
 def node_labels(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, str]:
@@ -85,7 +85,7 @@ def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: d
 
 
 def pool_priority(pool: Pool) -> int:
-    return SPOT_PRIORITY if pool.capacity == "spot" else ON_DEMAND_PRIORITY
+    return SPOT_PRIORITY if pool.spot else ON_DEMAND_PRIORITY
 
 
 def expander_priorities(pools: list[Pool], asg_names: dict[str, str], system_asg: str) -> dict[str, list[str]]:

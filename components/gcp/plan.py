@@ -76,7 +76,7 @@ def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, poo
     if not managed:
         labels[NO_GKE_DEVICE_PLUGIN_LABEL] = "true"
     strategy = GKE_SHARING_STRATEGIES.get(pool.sharing_mode)
-    spot = pool.capacity == "spot"
+    spot = pool.spot
     return GpuPoolPlan(
         name=pool.name,
         machine_type=shape.name,

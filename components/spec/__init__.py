@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from components import regions
 from components.spec.aws_rules import AWS_SYSTEM_POOL, aws_problems
+from components.spec.capacity_rules import capacity_problems
 from components.spec.gcp_rules import GKE_SYSTEM_POOL, gcp_problems
 from components.spec.partial import repair
 from components.spec.models import (
@@ -113,6 +114,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
     """Pass 2: every rule module's problems, in stack-file order of the sections they check."""
     return (
         platform_problems(spec)
+        + capacity_problems(spec)
         + scheduling_problems(spec)
         + monitoring_problems(spec)
         + aws_problems(spec, region)

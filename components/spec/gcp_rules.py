@@ -22,7 +22,7 @@ from components.spec.problems import DNS_LABEL, ROOT, Problem, cloud_only_proble
 
 _GCP = f"{ROOT}.gcp"
 # Pool fields only the GCP wing reads.
-_GCP_POOL_FIELDS = ("driver_version", "reservation", "compact_placement", "multi_gpu_training")
+_GCP_POOL_FIELDS = ("driver_version", "compact_placement", "multi_gpu_training")
 # A zone is `<region>-<letter>`, or `<region>-ai<n><letter>` for an AI zone (Compute Engine
 # regions and zones page).
 _GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-(ai[0-9]+)?[a-z]$")

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from components.capacity import RESERVED, Way
 from components.limits import INT32_MAX
 
 CONFIG_NAMESPACE = "gpu-platform"
@@ -74,7 +75,17 @@ class NodePoolSpec(_Spec):
     node_selector: dict[str, str] = Field(default_factory=dict)
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int = Field(default=1, ge=0)
+    # The older spelling of `provisioning` (on-demand or spot), kept for existing stack files.
     capacity: Capacity = "on-demand"
+    # How the pool's nodes are obtained (components.capacity): on-demand, spot, reservation,
+    # capacity-block (AWS), flex-start or queued (GKE). None: `capacity`, or `reservation` when the
+    # pool names one. The instance type must be sold that way; the spec lists the ways that work.
+    provisioning: Optional[Way] = None
+    # The reservation the nodes consume (provisioning reservation or capacity-block). GCP: a
+    # Compute Engine reservation's name, or projects/<project>/reservations/<name> for one shared
+    # from another project. AWS: an On-Demand Capacity Reservation or Capacity Block id
+    # (cr-0123456789abcdef0), or the ARN of a resource group of reservations.
+    reservation: Optional[str] = None
     sharing: SharingSpec = Field(default_factory=SharingSpec)
     # Zones the pool's nodes may run in (AWS availability zones, GCP zones); empty: the wing's
     # zones. Each must belong to the stack's region.
@@ -93,15 +104,26 @@ class NodePoolSpec(_Spec):
     # node's GKE version and tests with it, and it moves with node upgrades; LATEST is the newest
     # GKE offers for that version, for a GPU generation or CUDA release DEFAULT does not cover yet.
     driver_version: DriverVersion = "DEFAULT"
-    # A Compute Engine reservation the nodes must consume: its name, or
-    # projects/<project>/reservations/<name> for one shared from another project.
-    reservation: Optional[str] = None
     # Nodes placed close together (a compact placement policy) for lower latency between
     # them; GKE needs the pool in exactly one zone for it.
     compact_placement: bool = False
     # Pods here request several GPUs each. GKE's shared GPUs (time-sharing, MPS) give a pod at
     # most one, so such a pool may not share GPUs through GKE's device plugin.
     multi_gpu_training: bool = False
+
+    @property
+    def way(self) -> Way:
+        """How the nodes are obtained: `provisioning`, else `capacity`; a named reservation without
+        either means consuming it (how GKE pools asked for one before `provisioning` existed)."""
+        if self.provisioning is not None:
+            return self.provisioning
+        if self.capacity == "spot":
+            return "spot"
+        return "reservation" if self.reservation is not None else "on-demand"
+
+    @property
+    def reserved(self) -> bool:
+        return self.way in RESERVED
 
 
 class ClusterSpec(_Spec):

@@ -52,7 +52,8 @@ def gcp_spec(raw: dict[str, Any]) -> tuple[PlatformSpec, Any]:
 def test_accelerator_type_and_count_come_from_the_machine_type(
     machine: str, gpus: int | None, accelerator: str, count: int
 ) -> None:
-    pool = {"instanceType": machine} | ({"gpusPerNode": gpus} if gpus else {})
+    # Spot: every machine here is sold that way (A3 Mega and Ultra are not sold on-demand).
+    pool = {"instanceType": machine, "capacity": "spot"} | ({"gpusPerNode": gpus} if gpus else {})
     p = pool_plan(with_pool(**pool))
     assert (p.machine_type, p.accelerator, p.accelerator_count) == (machine, accelerator, count)
 

@@ -41,7 +41,7 @@ def test_gcp_section_is_refused_on_aws() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("driverVersion", "LATEST"), ("reservation", "my-h100s"), ("compactPlacement", True), ("multiGpuTraining", True)],
+    [("driverVersion", "LATEST"), ("compactPlacement", True), ("multiGpuTraining", True)],
 )
 def test_gcp_pool_fields_are_refused_on_aws(key: str, value: object) -> None:
     assert messages_at(aws_platform(**{key: value}), f"{POOL0}.{key}", region="us-west-2") == [
