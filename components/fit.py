@@ -32,7 +32,7 @@ import yaml
 
 from components import catalog, jobs, node_resources
 from components.aws import facts as aws_facts
-from components.declared import UNKNOWN, Resource, get, items, mapping
+from components.declared import UNKNOWN, Resource, get, items, mapping, node_group_instance_types
 from components.kubernetes.queues import QUEUE_NAME_LABEL, queue_plan
 from components.kubernetes.tiers import priority_tiers
 from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
@@ -315,7 +315,7 @@ def _mig_instances(pool: Pool) -> int:
 
 def _aws_views(node_group: Resource, resources: Sequence[Resource], cluster: Cluster, pool: Pool) -> list[NodeView]:
     props = node_group.props
-    types = [t for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
+    types = node_group_instance_types(node_group, resources)
     shape = catalog.INSTANCE_TYPES.get(types[0]) if types else None
     physical = shape.gpus_per_node if shape else 0
     group = get(props, "nodeGroupName") or node_group.name

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components import catalog
-from components.capacity import ON_REQUEST, Way
+from components.capacity import ON_REQUEST, RESERVED, Way
 from components.spec import NodePoolSpec, PlatformSpec, SharingMode
 
 # Label keys we own; the NVIDIA ones are read by the device plugin and GPU feature discovery.
@@ -52,6 +52,11 @@ class Pool:
     @property
     def spot(self) -> bool:
         return self.provisioning == "spot"
+
+    @property
+    def reserved(self) -> bool:
+        """Nodes come from a reservation (a capacity reservation or a Capacity Block)."""
+        return self.provisioning in RESERVED
 
     @property
     def on_request(self) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from components import catalog, fit
-from components.declared import UNKNOWN, Resource
+from components.declared import UNKNOWN, Resource, node_group_instance_types
 from components.declared import get as _get
 from components.declared import items as _items
 from components.declared import mapping as _mapping
@@ -195,9 +195,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _eks_pool(res: Resource) -> PoolView | None:
+def _eks_pool(res: Resource, resources: Sequence[Resource]) -> PoolView | None:
     props = res.props
-    types = [t for t in _items(_get(props, "instanceTypes")) if isinstance(t, str)]
+    types = node_group_instance_types(res, resources)
     gpus = max((_catalog_gpus(t) for t in types), default=0)
     ami = _get(props, "amiType")
     labelled = POOL_LABEL in _mapping(_get(props, "labels"))
@@ -251,11 +251,11 @@ def _gke_node_range(props: Mapping[str, Any]) -> tuple[int | None, int | None]:
     )
 
 
-def gpu_pools(resources: Iterable[Resource]) -> list[PoolView]:
+def gpu_pools(resources: Sequence[Resource]) -> list[PoolView]:
     """Every EKS node group and GKE node pool whose nodes carry NVIDIA GPUs."""
     views: list[PoolView] = []
     for res in resources:
-        view = _eks_pool(res) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
+        view = _eks_pool(res, resources) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
         if view is not None:
             views.append(view)
     return views

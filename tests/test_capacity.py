@@ -108,9 +108,9 @@ def test_a_reservation_way_needs_the_reservation() -> None:
 
 def test_flex_start_holds_no_standing_nodes() -> None:
     assert lines(gcp_pool(instanceType="a3-ultragpu-8g", provisioning="flex-start", minNodes=1)) == [
-        f"{SOURCE}: platform.nodePools[0].minNodes: flex-start capacity comes only on request (GKE flex-start"
-        " (Dynamic Workload Scheduler): nodes when capacity frees up, for at most 7 days): no node can be held"
-        " standing, set minNodes: 0, got 1"
+        f"{SOURCE}: platform.nodePools[0].minNodes: provisioning flex-start gets nodes only on request (GKE"
+        " flex-start (Dynamic Workload Scheduler): nodes when capacity frees up, for at most 7 days): no node can be"
+        " held standing, set minNodes: 0, got 1"
     ]
 
 

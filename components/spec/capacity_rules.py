@@ -60,8 +60,8 @@ def _pool_problems(spec: PlatformSpec, pool: NodePoolSpec, at: str) -> list[Prob
         problems.append(
             Problem(
                 f"{at}.minNodes",
-                f"{way} capacity comes only on request ({capacity.DESCRIPTIONS[way]}): no node can be held "
-                f"standing, set minNodes: 0, got {pool.min_nodes}",
+                f"provisioning {way} gets nodes only on request ({capacity.DESCRIPTIONS[way]}): no node can be "
+                f"held standing, set minNodes: 0, got {pool.min_nodes}",
             )
         )
     return problems

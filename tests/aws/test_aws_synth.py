@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
 from components import jobs
 from components.aws import facts, plan
 from infra import cli, stackfile
 from infra.synth import Synthesis
-from helpers import REFERENCE, REPO, stack_config
+from aws_support import variant
+from helpers import REFERENCE, REPO
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -28,15 +28,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 
 Synth = Callable[[str], Synthesis]
-
-
-def variant(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Synthesis:
-    """dev-aws with `change` applied to its platform, synthesized from a temporary stack file."""
-    config = stack_config("dev-aws")
-    change(config["gpu-platform:platform"])
-    path = tmp_path / "Pulumi.variant.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
-    return cli.synthesize(str(path), REPO)[2]
 
 
 def node_group(result: Synthesis, name: str) -> dict[str, Any]:
