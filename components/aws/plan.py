@@ -18,7 +18,7 @@ import pulumi
 from components import naming
 from components.aws import facts
 from components.pools import GPU_TAINT_KEY, Pool
-from components.spec import Environment, NodePoolSpec, PlatformSpec
+from components.spec import Environment, NodePoolSpec, PlatformSpec, Problem
 
 # Label on the system node group; add-ons that must stay off GPU nodes select it.
 SYSTEM_ROLE_LABEL = "gpu-platform.io/role"
@@ -222,6 +222,39 @@ def efa_device_plugin_values(pools: list[Pool], spec: PlatformSpec) -> dict[str,
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": types},
     }
+
+
+def pool_zones(spec_pool: NodePoolSpec, cluster_zones: list[str], offered: set[str]) -> list[str]:
+    """The zones a pool's node group spans: the pool's own or else the cluster's, only those where
+    EC2 offers its instance type (DescribeInstanceTypeOfferings by availability zone; as
+    terraform-aws-eks docs/network/efa.md looks them up). A pool in one placement group (EFA) takes
+    the first of them."""
+    zones = [zone for zone in (list(spec_pool.zones) or cluster_zones) if zone in offered]
+    return zones[:1] if placement_group(spec_pool) else zones
+
+
+def zone_problems(spec_pool: NodePoolSpec, at: str, cluster_zones: list[str], offered: set[str]) -> list[Problem]:
+    """Zones that cannot run the pool: named ones where its type is not offered, or no zone at all."""
+    instance_type = spec_pool.instance_type
+    where = ", ".join(z for z in cluster_zones if z in offered) or "none of them"
+    if spec_pool.zones:
+        return [
+            Problem(
+                f"{at}.zones[{i}]",
+                f"EC2 does not offer {instance_type} in {zone} (instance type offerings); zones of the cluster that do: {where}",
+            )
+            for i, zone in enumerate(spec_pool.zones)
+            if zone not in offered
+        ]
+    if not any(zone in offered for zone in cluster_zones):
+        return [
+            Problem(
+                f"{at}.instanceType",
+                f"EC2 offers {instance_type} in none of the cluster's zones ({', '.join(cluster_zones)}; instance type "
+                "offerings): list zones that offer it in platform.aws.zones",
+            )
+        ]
+    return []
 
 
 @dataclass(frozen=True)

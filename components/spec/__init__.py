@@ -37,7 +37,15 @@ from components.spec.models import (
 )
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
-from components.spec.problems import ROOT, Problem, SpecError, did_you_mean, in_file_order, shape_problem
+from components.spec.problems import (
+    ROOT,
+    DeployTimeProblems,
+    Problem,
+    SpecError,
+    did_you_mean,
+    in_file_order,
+    shape_problem,
+)
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
 
 __all__ = [
@@ -46,6 +54,7 @@ __all__ = [
     "CONFIG_NAMESPACE",
     "GKE_SYSTEM_POOL",
     "AmiType",
+    "DeployTimeProblems",
     "Environment",
     "GcpSpec",
     "NodeAutoProvisioningSpec",
