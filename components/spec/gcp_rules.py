@@ -33,6 +33,9 @@ _GKE_POOL_NAME_MAX = 40
 _GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
 # The GKE name of the wing's CPU pool, so no GPU pool may take it.
 GKE_SYSTEM_POOL = "system"
+# A Compute Engine reservation: a resource name, or one shared from another project
+# (Compute Engine reservations API; GKE reservation_affinity values).
+_RESERVATION = re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
@@ -126,6 +129,21 @@ def _gke_pool_problems(
     elif DNS_LABEL.match(pool.name) and (len(pool.name) > _GKE_POOL_NAME_MAX or not pool.name[0].isalpha()):
         problems.append(
             Problem(f"{at}.name", f"on gcp: start with a letter and use at most {_GKE_POOL_NAME_MAX} characters (GKE node pool names), got {pool.name!r}")
+        )
+    if pool.reservation is not None and pool.way == "reservation" and not _RESERVATION.match(pool.reservation):
+        problems.append(
+            Problem(
+                f"{at}.reservation",
+                f"expected a Compute Engine reservation name, or projects/<project>/reservations/<name>, got {pool.reservation!r}",
+            )
+        )
+    if pool.compact_placement and pool.way == "queued":
+        problems.append(
+            Problem(
+                f"{at}.compactPlacement",
+                "not with provisioning: queued: queued provisioning places the nodes itself and GKE takes no COMPACT "
+                "placement policy on such a pool (cluster-toolkit gke-node-pool)",
+            )
         )
     if pool.compact_placement and len(pool.zones or gcp.zones) != 1:
         zones = ", ".join(pool.zones or gcp.zones) or "none"

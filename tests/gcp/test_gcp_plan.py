@@ -148,7 +148,7 @@ def test_gpu_nodes_are_tainted_in_gke_spelling() -> None:
 def test_reservation_and_compact_placement_pass_through() -> None:
     raw = with_pool(instanceType="a3-highgpu-8g", reservation="h100-block", compactPlacement=True, zones=["us-central1-a"])
     p = pool_plan(raw)
-    assert (p.reservation, p.compact_placement) == ("h100-block", True)
+    assert (p.reservation_affinity, p.compact_placement) == (("SPECIFIC_RESERVATION", "h100-block"), True)
 
 
 def test_a_regional_cluster_lives_in_the_region_with_its_zones_as_node_locations() -> None:
