@@ -46,6 +46,17 @@ def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
         return [Problem(_GCP, "required for cloud: gcp (at least `zones`: where the GPU nodes run)")]
     gcp = spec.gcp
     problems = _gke_cluster_name_problems(spec.cluster.name)
+    if spec.device_plugin_choice == "nvidia":
+        # The standalone plugin needs the NVIDIA container toolkit (k8s-device-plugin README,
+        # prerequisites), which COS does not ship; GKE installs its own plugin on GPU nodes.
+        problems.append(
+            Problem(
+                f"{ROOT}.devicePlugin",
+                "not on gcp: NVIDIA's standalone device plugin needs the NVIDIA container toolkit on the node, which "
+                "GKE's Container-Optimized OS nodes do not have (GKE runs its own device plugin there); use managed "
+                "(the default on gcp)",
+            )
+        )
     problems += _gcp_zone_problems(gcp.zones, f"{_GCP}.zones", region)
     if not gcp.zones:
         problems.append(Problem(f"{_GCP}.zones", "required: the zones the nodes run in; pick zones that offer the pools' GPUs"))
@@ -157,7 +168,7 @@ def _gke_pool_problems(
             Problem(
                 f"{at}.sharing.mode",
                 f"{pool.sharing.mode} through GKE's device plugin gives each pod at most one GPU, but this pool "
-                "is marked multiGpuTraining; drop the sharing, or set devicePlugin: nvidia",
+                "is marked multiGpuTraining; drop the sharing or the mark",
             )
         )
     # MPS pools are held to the same 48 clients on every cloud (platform_rules.sharing_problems).

@@ -86,9 +86,9 @@ def test_only_mig_pools_are_partitioned() -> None:
     assert p.partition_size is None
 
 
-def test_nvidia_device_plugin_opts_the_pool_out_of_gkes_plugin_and_sharing() -> None:
+def test_device_plugin_none_opts_the_pool_out_of_gkes_plugin_and_sharing() -> None:
     raw = with_pool(instanceType="g2-standard-8", sharing={"mode": "time-slicing", "replicas": 4})
-    raw["devicePlugin"] = "nvidia"
+    raw["devicePlugin"] = "none"
     p = pool_plan(raw)
     assert (p.labels[plan.NO_GKE_DEVICE_PLUGIN_LABEL], p.sharing) == ("true", None)
 

@@ -25,10 +25,11 @@ def prod(synthesized: Callable[[str], Synthesis]) -> Synthesis:
 
 @pytest.fixture(scope="module")
 def variant() -> Synthesis:
-    """dev-gcp with NVIDIA's device plugin, an existing network, auto-provisioning, teams and a
-    reserved, LATEST-driver training pool: the paths the example stacks do not take."""
+    """dev-gcp without GKE's device plugin (the operator brings one), an existing network,
+    auto-provisioning, teams and a reserved, LATEST-driver training pool: the paths the example
+    stacks do not take."""
     raw = platform()
-    raw["devicePlugin"] = "nvidia"
+    raw["devicePlugin"] = "none"
     raw["scheduling"] = {"teams": [{"name": "vision"}, {"name": "nlp"}]}
     raw["gcp"]["network"] = {
         "existing": {"network": "shared-vpc", "subnetwork": "gke-nodes", "podsRange": "gke-pods", "servicesRange": "gke-svc"}
@@ -86,11 +87,11 @@ def test_the_mig_pool_is_partitioned_by_its_profile(dev: Synthesis) -> None:
     assert accelerator(dev, "a100-mig")["gpuPartitionSize"] == "1g.5gb"
 
 
-def test_no_pool_shares_through_gke_under_nvidias_plugin(variant: Synthesis) -> None:
+def test_no_pool_shares_through_gke_without_its_plugin(variant: Synthesis) -> None:
     assert all("gpuSharingConfig" not in accelerator(variant, pool) for pool in ("l4-shared", "a100-mig", "h100-train"))
 
 
-def test_nvidias_plugin_labels_every_pool_out_of_gkes(variant: Synthesis) -> None:
+def test_device_plugin_none_labels_every_pool_out_of_gkes(variant: Synthesis) -> None:
     labels = [node_pool(variant, pool)["inputs"]["nodeConfig"]["labels"] for pool in ("l4-shared", "a100-mig", "h100-train")]
     assert all(label["gke-no-default-nvidia-gpu-device-plugin"] == "true" for label in labels)
 
