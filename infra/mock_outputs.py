@@ -20,7 +20,7 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "endpoint": "https://{name}.eks.{region}.mock.internal",
         "certificateAuthority": {"data": "bW9jay1jbHVzdGVyLWNh"},
         "identities": [{"oidcs": [{"issuer": "https://oidc.eks.{region}.mock.internal/id/{name}"}]}],
-        "version": "1.33",
+        "version": "1.35",
         "vpcConfig": {"clusterSecurityGroupId": "sg-{name}-cluster"},
     },
     # A managed node group's ASG: eks-<node group name>-<uuid>.

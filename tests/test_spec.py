@@ -72,7 +72,7 @@ def test_minimal_aws_spec_is_accepted_with_documented_defaults() -> None:
         SOURCE,
     )
     assert isinstance(spec, PlatformSpec)
-    assert spec.cluster.kubernetes_version == "1.33"
+    assert spec.cluster.kubernetes_version == "1.35"
     only = spec.node_pools[0]
     assert (only.min_nodes, only.max_nodes, only.capacity, only.sharing.mode) == (0, 1, "on-demand", "none")
 
@@ -425,3 +425,12 @@ def test_building_the_trainer_needs_a_cloud_registry() -> None:
     raw["trainer"] = {"image": "build"}
     (line,) = problems(raw)
     assert line.startswith(f"{SOURCE}: platform.trainer.image: `build` pushes to the stack's registry")
+
+
+def test_deletion_protection_is_refused_on_an_existing_cluster() -> None:
+    raw = existing_platform()
+    raw["cluster"]["deletionProtection"] = True
+    assert problems(raw) == [
+        f"{SOURCE}: platform.cluster.deletionProtection: only for cloud: aws or gcp; an existing cluster is not the"
+        " stack's to delete"
+    ]

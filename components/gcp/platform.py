@@ -200,7 +200,8 @@ class GcpPlatform(pulumi.ComponentResource):
             # Pools are separate resources, so each can change without touching the cluster.
             remove_default_node_pool=True,
             initial_node_count=1,
-            deletion_protection=self._prod,
+            # The provider refuses to delete the cluster while this is on: docs/gcp.md, "Tear down".
+            deletion_protection=spec.cluster.deletion_protected(spec.environment),
             # The minimum; the release channel upgrades from there.
             min_master_version=spec.cluster.kubernetes_version,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=settings.release_channel),

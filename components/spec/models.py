@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from components.capacity import RESERVED, Way
+from components.catalog import DEFAULT_KUBERNETES_VERSION
 from components.limits import INT32_MAX
 
 CONFIG_NAMESPACE = "gpu-platform"
@@ -37,6 +38,9 @@ ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_AR
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
+# EKS upgrade policy (CreateCluster upgradePolicy.supportType): STANDARD upgrades the cluster when
+# its version leaves standard support; EXTENDED keeps it there, at extended-support prices.
+SupportType = Literal["STANDARD", "EXTENDED"]
 DriverVersion = Literal["DEFAULT", "LATEST"]
 
 
@@ -128,9 +132,18 @@ class NodePoolSpec(_Spec):
 
 class ClusterSpec(_Spec):
     name: str
-    kubernetes_version: str = "1.33"
+    # In standard support on both clouds at the pins' date (components.catalog).
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     # kubeconfig context of an existing cluster (cloud: existing only).
     context: Optional[str] = None
+    # EKS and GKE deletion protection: the cloud refuses to delete the cluster while it is on.
+    # None: on in prod, off elsewhere. Turn it off (and `pulumi up`) before tearing a stack down.
+    deletion_protection: Optional[bool] = None
+
+    def deletion_protected(self, environment: Environment) -> bool:
+        if self.deletion_protection is not None:
+            return self.deletion_protection
+        return environment == "prod"
 
 
 class PriorityTierSpec(_Spec):
@@ -212,6 +225,8 @@ class AwsSpec(_Spec):
     # Who may reach a public endpoint; empty: anyone (0.0.0.0/0), which prod does not allow.
     public_access_cidrs: list[str] = Field(default_factory=list)
     system_nodes: AwsSystemNodesSpec = Field(default_factory=AwsSystemNodesSpec)
+    # What EKS does when the cluster's version leaves standard support (see SupportType).
+    support_type: SupportType = "STANDARD"
 
     def endpoint_public(self, environment: Environment) -> bool:
         if self.public_endpoint is not None:

@@ -77,6 +77,10 @@ def cluster_problems(spec: PlatformSpec) -> list[Problem]:
         problems.append(
             Problem(f"{at}.context", "required for cloud: existing (the kubeconfig context to use)")
         )
+    if spec.cloud == "existing" and spec.cluster.deletion_protection is not None:
+        problems.append(
+            Problem(f"{at}.deletionProtection", "only for cloud: aws or gcp; an existing cluster is not the stack's to delete")
+        )
     if spec.cloud != "existing" and spec.cluster.context is not None:
         problems.append(
             Problem(f"{at}.context", f"only for cloud: existing; the {spec.cloud} wing builds its own kubeconfig")

@@ -215,7 +215,7 @@ def test_prod_endpoint_is_not_public(prod: Synthesis) -> None:
 
 
 def test_the_cluster_runs_the_specs_kubernetes_version(dev: Synthesis) -> None:
-    assert cluster(dev)["inputs"]["version"] == "1.33"
+    assert cluster(dev)["inputs"]["version"] == "1.35"
 
 
 def test_the_cluster_authenticates_with_access_entries(dev: Synthesis) -> None:
@@ -236,7 +236,7 @@ def test_every_control_plane_log_is_on(dev: Synthesis) -> None:
 
 def test_core_addons_are_pinned_for_the_clusters_minor(dev: Synthesis) -> None:
     addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in dev.by_type("aws:eks/addon:Addon")}
-    assert addons == facts.ADDON_VERSIONS["1.33"]
+    assert addons == facts.ADDON_VERSIONS["1.35"]
 
 
 def test_an_oidc_provider_serves_the_clusters_issuer(dev: Synthesis) -> None:

@@ -183,7 +183,7 @@ def test_the_cluster_runs_gke_standard_as_the_spec_says(prod: Synthesis) -> None
     inputs = cluster(prod)["inputs"]
     assert {k: inputs[k] for k in ("location", "minMasterVersion", "releaseChannel", "removeDefaultNodePool")} == {
         "location": "us-central1",
-        "minMasterVersion": "1.33",
+        "minMasterVersion": "1.35",
         "releaseChannel": {"channel": "STABLE"},
         "removeDefaultNodePool": True,
     }
@@ -323,3 +323,9 @@ def test_the_kubernetes_provider_reaches_the_cluster_once_nodes_exist(dev: Synth
 
 def test_the_same_spec_synthesizes_the_same_resources(dev: Synthesis) -> None:
     assert synthesize(platform()).resources == dev.resources
+
+
+def test_gke_deletion_protection_follows_the_stack_file() -> None:
+    raw = platform("prod-gcp")
+    raw["cluster"]["deletionProtection"] = False
+    assert cluster(synthesize(raw, "prod-gcp"))["inputs"]["deletionProtection"] is False
