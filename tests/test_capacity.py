@@ -11,7 +11,7 @@ from helpers import REPO, platform_of
 
 from components import capacity, catalog
 from components.spec import SpecError, parse_spec
-from infra import cli
+from infra import cli, stackfile, summary
 
 SOURCE = "stacks/Pulumi.test.yaml"
 REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
@@ -136,3 +136,17 @@ def test_the_cli_refuses_a_way_not_sold_with_exit_2(tmp_path: Path, capsys: pyte
         f"{os.path.relpath(stack_file)}: platform.nodePools[1].provisioning: pool 'h200-train': a3-ultragpu-8g is not sold as"
         " on-demand (the default); ways that work: spot, reservation, flex-start, queued (set provisioning)"
     ]
+
+
+def test_the_summary_counts_a_queued_pool_on_request_not_in_the_total() -> None:
+    spec = stackfile.read("prod-gcp", REPO).spec()
+    table = {row[0]: row for row in summary.rows(spec)}
+    assert table["h200-train"][4] == "32 on request"
+    assert table["total"][4] == "67"  # h100-train 64 + l4-eval 3
+    assert table["on request"][4] == "32"
+
+
+def test_a_stack_without_on_request_pools_has_no_on_request_row() -> None:
+    spec = stackfile.read("prod-aws", REPO).spec()
+    assert [row[0] for row in summary.rows(spec)][-1] == "total"
+    assert "on request" not in summary.markdown(spec, "prod-aws")
