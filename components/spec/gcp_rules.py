@@ -33,6 +33,9 @@ _GKE_POOL_NAME_MAX = 40
 _GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
 # The GKE name of the wing's CPU pool, so no GPU pool may take it.
 GKE_SYSTEM_POOL = "system"
+# GKE flex-start (and queued provisioning on it) needs GKE 1.32.2-gke.1652000 or later (GKE "About
+# flex-start provisioning mode", requirements).
+_FLEX_START_MINOR = (1, 32)
 # A Compute Engine reservation: a resource name, or one shared from another project
 # (Compute Engine reservations API; GKE reservation_affinity values).
 _RESERVATION = re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -148,6 +151,13 @@ def _gke_pool_problems(
                 f"expected a Compute Engine reservation name, or projects/<project>/reservations/<name>, got {pool.reservation!r}",
             )
         )
+    if pool.way in ("flex-start", "queued") and _minor(spec.cluster.kubernetes_version) < _FLEX_START_MINOR:
+        problems.append(
+            Problem(
+                f"{at}.provisioning",
+                f"{pool.way} needs GKE 1.32.2 or later; cluster.kubernetesVersion is {spec.cluster.kubernetes_version}",
+            )
+        )
     if pool.compact_placement and pool.way == "queued":
         problems.append(
             Problem(
@@ -181,6 +191,14 @@ def _gke_pool_problems(
             )
         )
     return problems
+
+
+def _minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a "1.33" version; (0, 0) when it does not parse (another rule reports it)."""
+    parts = version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return (0, 0)
+    return (int(parts[0]), int(parts[1]))
 
 
 def _cidr_problem(value: str) -> str | None:

@@ -108,3 +108,9 @@ def test_capacity_spot_keeps_making_spot_pools() -> None:
 
 def test_a_spot_pool_stays_a_spot_node_pool() -> None:
     assert plan.reservation_affinity(spec_pool(capacity="spot")) is None
+
+
+def test_flex_start_needs_gke_1_32() -> None:
+    raw = with_pool(provisioning="flex-start")
+    raw["cluster"]["kubernetesVersion"] = "1.31"
+    assert messages(raw) == [f"{POOL0}.provisioning: flex-start needs GKE 1.32.2 or later; cluster.kubernetesVersion is 1.31"]
