@@ -169,5 +169,34 @@ RULES: tuple[RuleInfo, ...] = (
     ),
 )
 
+RULES = RULES + (
+    RuleInfo(
+        "kueue-manages-team-namespaces",
+        "Kueue manages every job in the team namespaces (manageJobsWithoutQueueName with a "
+        "managedJobsNamespaceSelector that selects each team namespace and no system namespace), and each team "
+        "namespace has a `default` LocalQueue for jobs that name none: no job skips its team's quota.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "team-identity-isolated",
+        "Each team's trainer identity reaches only its own data: no IAM statement or bucket grant reaches another "
+        "team's prefix or the whole bucket, no role or Google service account is usable from several team "
+        "namespaces, and a team's volume is bound only in its own namespace.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "team-rbac-namespaced",
+        "Team members are bound only by RoleBindings in their own team's namespace; no ClusterRoleBinding names a "
+        "team's member or group.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+)
+
 RULES_BY_ID: dict[str, RuleInfo] = {rule.id: rule for rule in RULES}
 OVERRIDABLE: tuple[str, ...] = tuple(rule.id for rule in RULES if rule.overridable)

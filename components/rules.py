@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from components import catalog, fit
+from components import catalog, fit, tenancy, tenancy_checks
 from components.declared import UNKNOWN, Resource, node_group_instance_types
 from components.declared import get as _get
 from components.declared import items as _items
 from components.declared import mapping as _mapping
-from components.naming import TRAINER_SERVICE_ACCOUNT
+from components.naming import DEFAULT_TEAM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
 from components.rule_catalog import RULES, RULES_BY_ID
 from components.spec import PlatformSpec
@@ -751,6 +751,42 @@ def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation
     return [Violation("job-fits-pool", resource, message) for resource, message in fit.misfits(resources, ctx.spec)]
 
 
+def _team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[str]:
+    declared = [team.name for team in ctx.spec.scheduling.teams] if ctx.spec is not None else []
+    return tenancy_checks.team_namespaces(resources, declared)
+
+
+def kueue_manages_team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    teams = _team_namespaces(resources, ctx)
+    if ctx.spec is not None and not ctx.spec.scheduling.teams:
+        teams = [DEFAULT_TEAM]
+    return [
+        Violation("kueue-manages-team-namespaces", key, message)
+        for key, message in tenancy_checks.kueue_management(resources, teams)
+    ]
+
+
+def team_identity_isolated(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    return [
+        Violation("team-identity-isolated", key, message)
+        for key, message in tenancy_checks.identity_isolation(resources, _team_namespaces(resources, ctx))
+    ]
+
+
+def team_rbac_namespaced(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Team subjects as the spec names them (admins excepted: they are cluster-admin by design);
+    EKS team groups are recognised by their prefix without a spec."""
+    members: dict[str, list[str]] = {}
+    if ctx.spec is not None:
+        admins = {subject.name for subject in tenancy.cluster_admin_subjects(ctx.spec)}
+        for team in ctx.spec.scheduling.teams:
+            names = [subject.name for subject in tenancy.team_subjects(ctx.spec, team)]
+            members[team.name] = [name for name in names if name not in admins]
+    return [
+        Violation("team-rbac-namespaced", key, message) for key, message in tenancy_checks.rbac_namespacing(resources, members)
+    ]
+
+
 CHECKS: dict[str, Rule] = {
     "gpu-pool-tainted": gpu_pool_tainted,
     "gpu-pool-scale-to-zero": gpu_pool_scale_to_zero,
@@ -769,6 +805,9 @@ CHECKS: dict[str, Rule] = {
     "autoscaler-drift-ignored": autoscaler_drift_ignored,
     "kubernetes-standard-support": kubernetes_standard_support,
     "job-fits-pool": job_fits_pool,
+    "kueue-manages-team-namespaces": kueue_manages_team_namespaces,
+    "team-identity-isolated": team_identity_isolated,
+    "team-rbac-namespaced": team_rbac_namespaced,
 }
 
 

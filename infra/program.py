@@ -97,8 +97,8 @@ class Cluster:
     provider: k8s.Provider
     ready: list[pulumi.Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
-    # Bind the trainer's Kubernetes account to the cloud identity that may use the bucket.
-    trainer_annotations: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    # Per team namespace: bind its `trainer` Kubernetes account to the team's cloud identity.
+    trainer_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
     # The cloud runs its own DCGM collector (GKE managed DCGM metrics).
     collects_dcgm: bool = False
     # Where `trainer.image: build` pushes; None on existing clusters.
@@ -123,7 +123,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
             platform.provider,
             platform.ready,
             platform.outputs,
-            trainer_annotations=dict(platform.trainer_annotations),
+            trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
             registry=platform.registry,
             data_volume=platform.data_volume,
         )
@@ -139,7 +139,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         platform.provider,
         platform.ready,
         platform.outputs,
-        trainer_annotations=dict(platform.trainer_annotations),
+        trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
         collects_dcgm=spec.monitoring.dcgm,
         registry=platform.registry,
     )

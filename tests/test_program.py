@@ -32,11 +32,15 @@ def test_aws_trainer_accounts_assume_the_bucket_role(synthesized) -> None:
         assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:")
 
 
-def test_gcp_trainer_accounts_impersonate_the_bucket_service_account(synthesized) -> None:
+def test_gcp_trainer_accounts_each_act_as_their_team_s_service_account(synthesized) -> None:
     result = synthesized("dev-gcp")
-    email = result.outputs["trainerServiceAccount"]
-    for annotations in trainer_annotations(result):
-        assert annotations == {"iam.gke.io/gcp-service-account": email}
+    emails = result.outputs["trainerServiceAccounts"]
+    accounts = result.by_type("kubernetes:core/v1:ServiceAccount")
+    assert {a["inputs"]["metadata"]["namespace"] for a in accounts} == set(emails)
+    for account in accounts:
+        namespace = account["inputs"]["metadata"]["namespace"]
+        assert account["inputs"]["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": emails[namespace]}
+    assert len(set(emails.values())) == len(emails)
 
 
 def test_existing_cluster_trainer_accounts_carry_no_cloud_binding(synthesized) -> None:

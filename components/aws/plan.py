@@ -299,11 +299,29 @@ def log_retention_days(environment: Environment) -> int:
     return 90 if environment == "prod" else 30
 
 
-def trainer_subjects(spec: PlatformSpec) -> list[str]:
-    """The service accounts the trainer runs as: `trainer` in each team namespace (or default)."""
-    return sorted(
-        f"system:serviceaccount:{ns}:{naming.TRAINER_SERVICE_ACCOUNT}" for ns in naming.team_namespaces(spec)
-    )
+@dataclass(frozen=True)
+class TrainerIdentity:
+    """One IRSA role the trainer runs as: a team's own, or (a stack without teams) the one role
+    of the `default` namespace, which reaches the whole bucket."""
+
+    resource_suffix: str
+    namespace: str
+    # None: the whole bucket (no teams to keep apart).
+    team: str | None
+
+    @property
+    def subject(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{naming.TRAINER_SERVICE_ACCOUNT}"
+
+
+def trainer_identities(spec: PlatformSpec) -> list[TrainerIdentity]:
+    if not spec.scheduling.teams:
+        # The resource name of the single role stacks had before teams had roles of their own.
+        return [TrainerIdentity("trainer-role", naming.team_namespace(naming.DEFAULT_TEAM), None)]
+    return [
+        TrainerIdentity(f"trainer-{team.name}", naming.team_namespace(team.name), team.name)
+        for team in spec.scheduling.teams
+    ]
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:

@@ -16,6 +16,7 @@ from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
 from components.kubernetes import DataVolume
+from components import naming
 from components.naming import resource_name
 from components.pools import Pool
 from components.spec import DeployTimeProblems, PlatformSpec
@@ -32,9 +33,8 @@ class AwsPlatform(pulumi.ComponentResource):
     provider: k8s.Provider
     node_groups: dict[str, aws.eks.NodeGroup]
     ready: list[pulumi.Resource]
-    trainer_role_arn: pulumi.Output[str]
-    # Annotations that bind each team's `trainer` service account to the trainer role.
-    trainer_annotations: dict[str, pulumi.Output[str]]
+    # Per team namespace, the annotations that bind its `trainer` service account to its role.
+    trainer_annotations: dict[str, dict[str, pulumi.Output[str]]]
     # Jobs' /data: the EFS file system, one access point per team.
     data_volume: DataVolume
     outputs: dict[str, Any]
@@ -112,9 +112,11 @@ class AwsPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider),
             )
         storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
-        self.trainer_role_arn = storage.trainer_role_arn
-        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts").
-        self.trainer_annotations = {"eks.amazonaws.com/role-arn": storage.trainer_role_arn}
+        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts"): each team's
+        # `trainer` account names its team's role.
+        self.trainer_annotations = {
+            namespace: {"eks.amazonaws.com/role-arn": arn} for namespace, arn in storage.trainer_role_arns.items()
+        }
         self.registry = storage.registry
         file_system = TrainingFileSystem(
             resource_name(spec, "training-data"),
@@ -134,10 +136,13 @@ class AwsPlatform(pulumi.ComponentResource):
             "oidcIssuer": cluster.oidc_issuer,
             "registryUrl": storage.repository_url,
             "bucketName": storage.bucket_name,
-            "trainerRoleArn": storage.trainer_role_arn,
+            "trainerRoleArns": storage.trainer_role_arns,
             "dataFileSystemId": file_system.file_system_id,
             "nodeGroups": {pool: group.node_group_name for pool, group in self.node_groups.items()},
         }
+        if not spec.scheduling.teams:
+            # The one role of a stack without teams, under the output name it always had.
+            self.outputs["trainerRoleArn"] = storage.trainer_role_arns[naming.team_namespace(naming.DEFAULT_TEAM)]
         self.register_outputs(self.outputs)
 
 

@@ -6,6 +6,8 @@ every GKE decision (accelerators, sharing, zones, scaling, labels) is tested her
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 from dataclasses import dataclass
 
@@ -159,6 +161,22 @@ def trainer_namespaces(spec: PlatformSpec) -> list[str]:
     """Namespaces whose `trainer` service account may use the bucket: one per team, or default."""
     teams = [naming.team_namespace(team.name) for team in spec.scheduling.teams]
     return sorted(teams) or ["default"]
+
+
+# Service account ids: 6-30 characters, lowercase letters, digits and hyphens (IAM API,
+# projects.serviceAccounts.create accountId).
+_MAX_ACCOUNT_ID = 30
+_DIGEST = 6
+
+
+def team_service_account_id(spec: PlatformSpec, team: str) -> str:
+    """`<cluster>-t-<team>`, or its first characters and a digest of the team's name where that
+    is longer than IAM allows, so two long team names never share an account."""
+    account_id = naming.resource_name(spec, "t", team)
+    if len(account_id) <= _MAX_ACCOUNT_ID:
+        return account_id
+    digest = hashlib.sha256(team.encode()).hexdigest()[:_DIGEST]
+    return f"{account_id[: _MAX_ACCOUNT_ID - _DIGEST - 1].rstrip('-')}-{digest}"
 
 
 def workload_pool(project: str) -> str:

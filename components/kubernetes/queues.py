@@ -14,7 +14,7 @@
   flavors carry an AdmissionCheck on every ClusterQueue, so Kueue reserves a job's quota, asks GKE
   (Dynamic Workload Scheduler) for all its nodes at once, and admits it only once they are there.
 
-Kueue accounts only `nvidia.com/gpu` here (releases.KUEUE_CONFIGURATION): CPU, memory and
+Kueue accounts only `nvidia.com/gpu` here (releases.kueue_configuration): CPU, memory and
 devices such as EFA interfaces are the kube-scheduler's business, so jobs need no quota for them.
 """
 
@@ -34,12 +34,18 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Set by the API server on every namespace since Kubernetes 1.22.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
+# ClusterQueue `preemption` (Kueue v1beta2 ClusterQueue API; docs "Preemption"):
 PREEMPTION: dict[str, str] = {
-    # A team takes back quota lent to others by preempting borrowers of lower priority.
-    "reclaimWithinCohort": "LowerPriority",
+    # A team's nominal quota is its own: a job that fits in it takes it back from borrowers of
+    # any tier. `LowerPriority` would leave an equal-tier borrower holding it until it ends.
+    "reclaimWithinCohort": "Any",
     # Within a team's own quota, higher tiers preempt lower ones.
     "withinClusterQueue": "LowerPriority",
 }
+# The LocalQueue Kueue's webhook puts jobs without a queue label in, in namespaces that
+# managedJobsNamespaceSelector selects (pkg/controller/jobframework/defaults.go,
+# DefaultLocalQueueName; no feature gate in 0.19.2).
+DEFAULT_LOCAL_QUEUE = "default"
 # Use a pool where the job fits within nominal quota before borrowing on another.
 FLAVOR_FUNGIBILITY: dict[str, str] = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
 
@@ -66,6 +72,8 @@ class TeamQueue:
     local_queue: str
     cluster_queue: str
     nominal: dict[str, int]
+    # Kueue fair-sharing weight; None where fair sharing is off.
+    fair_share_weight: int | None
     # False for the implicit `default` team: that namespace exists already and is not ours to
     # shape with quotas and limits.
     owns_namespace: bool
@@ -87,13 +95,19 @@ class QueuePlan:
 
 def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
     """Quotas as the spec asks; `parse_spec` has checked they fit in the pools."""
+    fair = spec.scheduling.fair_sharing
     if spec.scheduling.teams:
         teams = tuple(
-            _team_queue(team.name, {pool.name: team.quotas.get(pool.name, 0) for pool in pools}, owns_namespace=True)
+            _team_queue(
+                team.name,
+                {pool.name: team.quotas.get(pool.name, 0) for pool in pools},
+                fair.weights.get(team.name, 1) if fair.enabled else None,
+                owns_namespace=True,
+            )
             for team in spec.scheduling.teams
         )
     else:
-        teams = (_team_queue(DEFAULT_TEAM, {pool.name: pool.max_slots for pool in pools}, owns_namespace=False),)
+        teams = (_team_queue(DEFAULT_TEAM, {pool.name: pool.max_slots for pool in pools}, None, owns_namespace=False),)
     shared = {pool.name: pool.max_slots - sum(t.nominal[pool.name] for t in teams) for pool in pools}
     return QueuePlan(
         cohort=spec.cluster.name,
@@ -104,15 +118,21 @@ def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
     )
 
 
-def _team_queue(team: str, nominal: dict[str, int], owns_namespace: bool) -> TeamQueue:
+def _team_queue(team: str, nominal: dict[str, int], weight: int | None, owns_namespace: bool) -> TeamQueue:
     return TeamQueue(
         team=team,
         namespace=team_namespace(team),
         local_queue=local_queue_name(team),
         cluster_queue=team,
         nominal=nominal,
+        fair_share_weight=weight,
         owns_namespace=owns_namespace,
     )
+
+
+def local_queue_names(team: TeamQueue) -> list[str]:
+    """The team's LocalQueues: its named queue, and `default` for jobs that name none."""
+    return list(dict.fromkeys([team.local_queue, DEFAULT_LOCAL_QUEUE]))
 
 
 def flavor_spec(pool: Pool) -> dict[str, Any]:
@@ -156,6 +176,8 @@ def cluster_queue_spec(team: TeamQueue, plan: QueuePlan, pools: list[Pool]) -> d
         "flavorFungibility": dict(FLAVOR_FUNGIBILITY),
         "resourceGroups": _gpu_resource_groups(team.nominal, pools),
     }
+    if team.fair_share_weight is not None:
+        spec["fairSharing"] = {"weight": team.fair_share_weight}
     if plan.queued_flavors:
         # Kueue v1beta2 ClusterQueue: the check runs only for workloads admitted on these flavors.
         spec["admissionChecksStrategy"] = {

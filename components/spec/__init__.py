@@ -33,6 +33,7 @@ from components.spec.models import (
     PlatformSpec,
     PriorityTierSpec,
     SharingMode,
+    TeamSpec,
     stack_file_schema,
 )
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
@@ -47,6 +48,7 @@ from components.spec.problems import (
     shape_problem,
 )
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
+from components.spec.tenancy_rules import tenancy_problems
 
 __all__ = [
     "AWS_SYSTEM_POOL",
@@ -64,6 +66,7 @@ __all__ = [
     "Problem",
     "SharingMode",
     "SpecError",
+    "TeamSpec",
     "gpu_model_name",
     "instance_type_problem",
     "parse_spec",
@@ -125,6 +128,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
         platform_problems(spec)
         + capacity_problems(spec)
         + scheduling_problems(spec)
+        + tenancy_problems(spec)
         + monitoring_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)

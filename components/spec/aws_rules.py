@@ -19,7 +19,7 @@ from components.spec.problems import ROOT, Problem, cloud_only_problems
 # --- AWS-only rules: the `aws` section, pool AMI/EFA/volume fields, zones in the region -----
 
 _AWS_ZONE_SUFFIX = re.compile(r"^[a-z]$")
-_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 # Capacity Reservation ids (ODCRs and Capacity Blocks alike) and resource group ARNs (EC2 API
@@ -46,7 +46,7 @@ def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
     problems += [
         Problem(f"{at}.admins[{i}]", f"expected an IAM role or user ARN (arn:aws:iam::<account>:role/<name>), got {arn!r}")
         for i, arn in enumerate(settings.admins)
-        if not _IAM_PRINCIPAL_ARN.match(arn)
+        if not IAM_PRINCIPAL_ARN.match(arn)
     ]
     nodes = settings.system_nodes
     if nodes.max_nodes < nodes.min_nodes:

@@ -157,16 +157,31 @@ class PriorityTierSpec(_Spec):
 
 
 class TeamSpec(_Spec):
-    """A team: a namespace of its own and a GPU quota per pool (in schedulable GPU slots)."""
+    """A team: a namespace of its own, a GPU quota per pool (in schedulable GPU slots), the people
+    who may run jobs there and a cloud identity of its own (components.tenancy)."""
 
     name: str
     quotas: dict[str, int] = Field(default_factory=dict)
+    # Who may run jobs in the team's namespace, and only there: IAM role or user ARNs on aws,
+    # `user:<email>` or `group:<email>` on gcp, `user:<name>` or `group:<name>` (Kubernetes
+    # subjects as the cluster's authenticator names them) on existing clusters.
+    members: list[str] = Field(default_factory=list)
+
+
+class FairSharingSpec(_Spec):
+    """Kueue fair sharing: idle quota is lent in proportion to weights, and a team above its fair
+    share is preempted first (Kueue docs, "Fair Sharing")."""
+
+    enabled: bool = False
+    # Per team name; a team not listed weighs 1.
+    weights: dict[str, Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=dict)
 
 
 class SchedulingSpec(_Spec):
     # None: the platform's default tiers (components.kubernetes).
     priority_tiers: Optional[list[PriorityTierSpec]] = None
     teams: list[TeamSpec] = Field(default_factory=list)
+    fair_sharing: FairSharingSpec = Field(default_factory=FairSharingSpec)
 
 
 class MonitoringSpec(_Spec):
@@ -306,6 +321,10 @@ class GcpSpec(_Spec):
     network: GcpNetworkSpec = Field(default_factory=GcpNetworkSpec)
     # Who may reach the control plane; empty: anyone with credentials (refused in prod).
     authorized_networks: list[AuthorizedNetworkSpec] = Field(default_factory=list)
+    # Google Groups for RBAC: the `gke-security-groups@<domain>` group whose member groups
+    # RoleBindings may name (GKE docs, "Configure Google Groups for RBAC"). Needed for
+    # `group:` members; users are bound one by one without it.
+    rbac_security_group: Optional[str] = None
     node_auto_provisioning: NodeAutoProvisioningSpec = Field(default_factory=NodeAutoProvisioningSpec)
     system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
 
@@ -352,6 +371,9 @@ class PlatformSpec(_Spec):
     # GKE settings; required for cloud: gcp (at least `zones`), refused elsewhere.
     gcp: Optional[GcpSpec] = None
     policy: PolicySpec = Field(default_factory=PolicySpec)
+    # Cluster administrators (cluster-admin everywhere), in the cloud's member format (see
+    # TeamSpec.members). On aws these join `aws.admins`.
+    admins: list[str] = Field(default_factory=list)
 
     @property
     def device_plugin(self) -> DevicePlugin:

@@ -427,17 +427,47 @@ def test_the_autoscaler_role_trusts_only_its_service_account(dev: Synthesis) -> 
     assert statement["Principal"]["Federated"].endswith(":oidc-provider/oidc.eks.us-west-2.mock.internal/id/ml-dev")
 
 
-def test_the_trainer_role_trusts_the_trainer_account_of_each_team(tmp_path: Path) -> None:
+def test_each_team_s_trainer_role_trusts_only_that_team_s_trainer_account(tmp_path: Path) -> None:
     result = variant(tmp_path, lambda p: p.update(scheduling={"teams": [{"name": "vision"}, {"name": "nlp"}]}))
-    (statement,) = trust(result, "ml-dev-storage-trainer-role")["Statement"]
-    assert statement["Condition"]["StringEquals"]["oidc.eks.us-west-2.mock.internal/id/ml-dev:sub"] == [
-        "system:serviceaccount:nlp:trainer",
-        "system:serviceaccount:vision:trainer",
-    ]
+    for team in ("vision", "nlp"):
+        (statement,) = trust(result, f"ml-dev-storage-trainer-{team}")["Statement"]
+        assert statement["Condition"]["StringEquals"]["oidc.eks.us-west-2.mock.internal/id/ml-dev:sub"] == [
+            f"system:serviceaccount:{team}:trainer"
+        ]
 
 
-def test_the_trainer_may_use_only_the_training_bucket_and_its_key(dev: Synthesis) -> None:
-    document = json.loads(dev.one(ROLE_POLICY, "ml-dev-storage-trainer-role")["inputs"]["policy"])
+def test_a_team_s_trainer_reads_and_writes_only_its_prefix_and_reads_datasets(prod: Synthesis) -> None:
+    document = json.loads(prod.one(ROLE_POLICY, "ml-prod-storage-trainer-research")["inputs"]["policy"])
+    by_sid = {s["Sid"]: s for s in allows(document)}
+    assert by_sid["ReadWriteOwnObjects"]["Resource"] == ["arn:aws:s3:::ml-prod-prod-training/teams/research/*"]
+    assert by_sid["ReadDatasets"] == {
+        "Sid": "ReadDatasets",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": ["arn:aws:s3:::ml-prod-prod-training/datasets/*"],
+    }
+    assert by_sid["ListOwnObjects"]["Condition"] == {
+        "StringLike": {"s3:prefix": ["teams/research/", "teams/research/*", "datasets/", "datasets/*"]}
+    }
+
+
+def test_each_team_s_trainer_account_is_annotated_with_its_own_role(prod: Synthesis) -> None:
+    for team in ("research", "applied"):
+        account = prod.one("kubernetes:core/v1:ServiceAccount", f"ml-prod-gpu-{team}-trainer")["inputs"]
+        assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(f"ml-prod-storage-trainer-{team}")
+
+
+def test_team_members_get_access_entries_in_their_team_s_group_and_no_access_policy(prod: Synthesis) -> None:
+    entry = prod.one("aws:eks/accessEntry:AccessEntry", "ml-prod-access-role-research-engineers")
+    assert entry["inputs"]["kubernetesGroups"] == ["gpu-platform:team:research"]
+    associations = [r["inputs"]["principalArn"] for r in prod.by_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")]
+    assert "arn:aws:iam::111122223333:role/research-engineers" not in associations
+
+
+def test_without_teams_the_trainer_may_use_only_the_training_bucket_and_its_key(tmp_path: Path) -> None:
+    result = variant(tmp_path, lambda p: p.pop("scheduling"))
+    assert result.outputs["trainerRoleArn"] == result.outputs["trainerRoleArns"]["default"]
+    document = json.loads(result.one(ROLE_POLICY, "ml-dev-storage-trainer-role")["inputs"]["policy"])
     resources = {r for s in allows(document) for r in as_list(s["Resource"])}
     assert resources == {
         "arn:aws:s3:::ml-dev-dev-training",

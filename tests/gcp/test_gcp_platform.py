@@ -255,25 +255,44 @@ def test_the_bucket_is_private_versioned_and_expires_old_versions(dev: Synthesis
     assert bucket["location"] == "US-CENTRAL1"
 
 
-def test_the_trainer_may_use_objects_in_that_bucket_only(dev: Synthesis) -> None:
-    trainer = "serviceAccount:ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
-    grants = [
-        (r["type"], r["inputs"].get("bucket"), r["inputs"]["role"])
+def test_a_team_s_trainer_may_use_its_own_folder_and_read_datasets_only(dev: Synthesis) -> None:
+    [team] = [t["name"] for t in platform()["scheduling"]["teams"]][:1]
+    trainer = f"serviceAccount:ml-dev-t-{team}@my-ml-dev.iam.gserviceaccount.com"
+    grants = sorted(
+        (r["type"], r["inputs"].get("bucket"), r["inputs"].get("managedFolder"), r["inputs"]["role"])
         for r in dev.resources
         if r["inputs"].get("member") == trainer
+    )
+    folder = "gcp:storage/managedFolderIamMember:ManagedFolderIamMember"
+    assert grants == [
+        (folder, "ml-dev-dev-training", "datasets/", "roles/storage.objectViewer"),
+        (folder, "ml-dev-dev-training", f"teams/{team}/", "roles/storage.objectUser"),
     ]
+
+
+def test_without_teams_one_trainer_may_use_objects_in_that_bucket_only() -> None:
+    raw = platform()
+    raw.pop("scheduling")
+    result = synthesize(raw)
+    trainer = "serviceAccount:ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
+    grants = [(r["type"], r["inputs"].get("bucket"), r["inputs"]["role"]) for r in result.resources if r["inputs"].get("member") == trainer]
     assert grants == [("gcp:storage/bucketIAMMember:BucketIAMMember", "ml-dev-dev-training", "roles/storage.objectUser")]
+    assert result.outputs["trainerServiceAccount"] == "ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
 
 
-def test_each_team_namespaces_trainer_acts_as_the_trainer_identity(variant: Synthesis) -> None:
+def test_each_team_namespace_s_trainer_acts_as_its_team_s_identity(variant: Synthesis) -> None:
     bindings = variant.by_type("gcp:serviceaccount/iAMMember:IAMMember")
-    assert sorted(r["inputs"]["member"] for r in bindings) == [
-        "serviceAccount:my-ml-dev.svc.id.goog[nlp/trainer]",
-        "serviceAccount:my-ml-dev.svc.id.goog[vision/trainer]",
+    assert sorted((r["inputs"]["member"], r["inputs"]["serviceAccountId"]) for r in bindings) == [
+        (
+            "serviceAccount:my-ml-dev.svc.id.goog[nlp/trainer]",
+            "projects/my-ml-dev/serviceAccounts/ml-dev-t-nlp@my-ml-dev.iam.gserviceaccount.com",
+        ),
+        (
+            "serviceAccount:my-ml-dev.svc.id.goog[vision/trainer]",
+            "projects/my-ml-dev/serviceAccounts/ml-dev-t-vision@my-ml-dev.iam.gserviceaccount.com",
+        ),
     ]
-    assert {(r["inputs"]["role"], r["inputs"]["serviceAccountId"]) for r in bindings} == {
-        ("roles/iam.workloadIdentityUser", "projects/my-ml-dev/serviceAccounts/ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com")
-    }
+    assert {r["inputs"]["role"] for r in bindings} == {"roles/iam.workloadIdentityUser"}
 
 
 def test_workload_identity_bindings_wait_for_the_cluster(dev: Synthesis) -> None:
