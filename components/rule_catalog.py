@@ -151,6 +151,14 @@ RULES: tuple[RuleInfo, ...] = (
         "resource",
     ),
     RuleInfo(
+        "kubernetes-standard-support",
+        "The cluster's Kubernetes minor is in its cloud's standard support today (components.catalog support "
+        "windows): past it, EKS charges extended support or upgrades the cluster, and GKE upgrades it.",
+        "medium",
+        "advisory",
+        "resource",
+    ),
+    RuleInfo(
         "job-fits-pool",
         "On every pool, the largest and the smallest job `gpu-platform job` accepts fit what the stack declares: "
         "the team's Kueue queue, flavor and quota, and a node scaled up from zero (the autoscaler's template and "

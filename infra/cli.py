@@ -27,9 +27,13 @@ def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec,
     """Check the stack file, then run the program on it. Raises SpecError before any resource."""
     stack_file = stackfile.read(ref, root)
     spec = stack_file.spec()
-    result = synth.run(
-        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config()
-    )
+    try:
+        result = synth.run(
+            program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config()
+        )
+    except SpecError as exc:
+        # Problems only the (mock) cloud reveals, such as zones without the instance type.
+        raise SpecError(stack_file.source, exc.problems) from None
     return stack_file, spec, result
 
 

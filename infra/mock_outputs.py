@@ -20,7 +20,7 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "endpoint": "https://{name}.eks.{region}.mock.internal",
         "certificateAuthority": {"data": "bW9jay1jbHVzdGVyLWNh"},
         "identities": [{"oidcs": [{"issuer": "https://oidc.eks.{region}.mock.internal/id/{name}"}]}],
-        "version": "1.33",
+        "version": "1.35",
         "vpcConfig": {"clusterSecurityGroupId": "sg-{name}-cluster"},
     },
     # A managed node group's ASG: eks-<node group name>-<uuid>.
@@ -81,6 +81,31 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# EC2 instance type offerings by availability zone, as zone letters of the stack's region
+# (aws.ec2.get_instance_type_offerings with location type availability-zone). Fake, like everything
+# here, but shaped like real regions: the largest GPU types are offered in a few zones only. Types
+# not listed are offered in zones a to f.
+INSTANCE_TYPE_ZONES: dict[str, str] = {
+    "p4d.24xlarge": "ab",
+    "p4de.24xlarge": "b",
+    "p5.48xlarge": "bc",
+    "p5e.48xlarge": "c",
+    "p5en.48xlarge": "c",
+    "p6-b200.48xlarge": "b",
+}
+_EVERY_ZONE = "abcdef"
+_OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+
+
+def _offerings(args: dict[str, Any]) -> dict[str, Any]:
+    """The zones offering the instance types an `instance-type` filter names."""
+    types = [v for f in args.get("filters") or [] if f.get("name") == "instance-type" for v in f.get("values", [])]
+    region = _region()
+    locations = sorted({f"{region}{letter}" for t in types for letter in INSTANCE_TYPE_ZONES.get(t, _EVERY_ZONE)})
+    return {"locations": locations, "instanceTypes": [t for t in types for _ in INSTANCE_TYPE_ZONES.get(t, _EVERY_ZONE)],
+            "locationTypes": ["availability-zone"] * len(locations), "id": region}
+
+
 def _region() -> str:
     return pulumi.Config("aws").get("region") or pulumi.Config("gcp").get("region") or "mock-region-1"
 
@@ -105,5 +130,7 @@ def resource_outputs(type_token: str, name: str) -> dict[str, Any]:
     return _fill(template, name, _region())
 
 
-def call_result(token: str) -> dict[str, Any]:
+def call_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
+    if token == _OFFERINGS:
+        return _offerings(args)
     return _fill(CALL_RESULTS.get(token, {}), "", _region())

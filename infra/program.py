@@ -16,6 +16,7 @@ from components.pools import Pool, derive_pools
 from components.spec import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
+    DeployTimeProblems,
     PlatformSpec,
     SpecError,
     parse_spec,
@@ -24,15 +25,28 @@ from components.spec import (
 from components.trainer_image import RegistryLogin, TrainerImage
 
 
+class StackFileError(SpecError, pulumi.RunError):
+    """A stack file problem found while the program runs: `pulumi up` prints it alone (a RunError
+    ends the program without a traceback), and the offline CLI reports it as a SpecError (exit 2)."""
+
+
 def main() -> None:
     spec = load_spec()
-    for name, value in build_platform(spec).items():
+    try:
+        outputs = build_platform(spec)
+    except DeployTimeProblems as exc:
+        raise StackFileError(stack_source(), exc.problems) from None
+    for name, value in outputs.items():
         pulumi.export(name, value)
+
+
+def stack_source() -> str:
+    return f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
 
 
 def load_spec() -> PlatformSpec:
     """The stack's spec; an invalid one stops the program before any resource is declared."""
-    source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    source = stack_source()
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
     namespace = region_namespace(raw)
     region = pulumi.Config(namespace).get("region") if namespace else None

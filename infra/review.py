@@ -108,10 +108,11 @@ KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
 
 # Spec fields of a pool whose change replaces the pool's node group (EKS) or node pool (GKE):
 # instance type and capacity type are ForceNew on both; on GKE the sharing mode lives in the
-# guest accelerator config, which is ForceNew too.
+# guest accelerator config, and flex-start, queued provisioning and the reservation affinity in
+# the node config, all ForceNew too.
 POOL_REPLACING_FIELDS: dict[str, tuple[str, ...]] = {
-    "aws": ("instanceType", "gpusPerNode", "capacity"),
-    "gcp": ("instanceType", "gpusPerNode", "capacity", "sharing"),
+    "aws": ("instanceType", "gpusPerNode", "capacity", "provisioning"),
+    "gcp": ("instanceType", "gpusPerNode", "capacity", "provisioning", "reservation", "sharing"),
     "existing": (),
 }
 
@@ -154,7 +155,8 @@ for rel in json.loads(sys.argv[2]):
                 "gpusPerNode": p.gpus_per_node,
                 "minNodes": p.min_nodes,
                 "maxNodes": p.max_nodes,
-                "capacity": p.capacity,
+                # Pools named it `capacity` before `provisioning` existed.
+                "capacity": getattr(p, "provisioning", None) or getattr(p, "capacity", None),
                 "sharing": p.sharing_mode if p.sharing_mode == "none" else f"{p.sharing_mode} x{p.slots_per_gpu}",
                 "usdPerNodeHour": p.usd_per_node_hour,
             }

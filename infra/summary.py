@@ -8,7 +8,7 @@ from components import catalog
 from components.pools import Pool, derive_pools
 from components.spec import PlatformSpec
 
-_HEADERS = ("pool", "GPU", "GPUs/node", "nodes", "max GPUs", "GPU slots", "sharing", "capacity", "$/h min", "$/h max")
+_HEADERS = ("pool", "GPU", "GPUs/node", "nodes", "max GPUs", "GPU slots", "sharing", "provisioning", "$/h min", "$/h max")
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,10 @@ class PoolRow:
             p.gpu.name,
             str(p.gpus_per_node),
             f"{p.min_nodes}-{p.max_nodes}",
-            str(p.max_gpus),
+            f"{p.max_gpus} on request" if p.on_request else str(p.max_gpus),
             str(p.max_slots),
             sharing,
-            p.capacity,
+            p.provisioning,
             _usd(self.usd_min),
             _usd(self.usd_max),
         )
@@ -51,10 +51,9 @@ def _total(values: list[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def rows(spec: PlatformSpec) -> list[tuple[str, ...]]:
-    pool_rows = [PoolRow(pool) for pool in derive_pools(spec)]
-    total = (
-        "total",
+def _sum_row(label: str, pool_rows: list[PoolRow]) -> tuple[str, ...]:
+    return (
+        label,
         "",
         "",
         "",
@@ -65,7 +64,17 @@ def rows(spec: PlatformSpec) -> list[tuple[str, ...]]:
         _usd(_total([r.usd_min for r in pool_rows])),
         _usd(_total([r.usd_max for r in pool_rows])),
     )
-    return [r.cells() for r in pool_rows] + [total]
+
+
+def rows(spec: PlatformSpec) -> list[tuple[str, ...]]:
+    """One row per pool, then the total of the pools the autoscaler scales at will, and, where there
+    are any, the flex-start and queued pools' on its own: GPUs granted on request, not standing."""
+    pool_rows = [PoolRow(pool) for pool in derive_pools(spec)]
+    on_request = [r for r in pool_rows if r.pool.on_request]
+    totals = [_sum_row("total", [r for r in pool_rows if not r.pool.on_request])]
+    if on_request:
+        totals.append(_sum_row("on request", on_request))
+    return [r.cells() for r in pool_rows] + totals
 
 
 def markdown(spec: PlatformSpec, stack: str) -> str:
@@ -82,8 +91,14 @@ def markdown(spec: PlatformSpec, stack: str) -> str:
         "GPU slots are what pods can request as `nvidia.com/gpu` at maximum scale"
         " (time-slicing and MPS replicas, MIG instances).",
         f"Prices: {catalog.PRICE_NOTE}; n/a for nodes of an existing cluster.",
-        "",
     ]
+    if any(p.on_request for p in derive_pools(spec)):
+        lines.append(
+            "On request: flex-start and queued pools hold no standing capacity; their GPUs come when GKE's Dynamic"
+            " Workload Scheduler grants a request (queued: all of a job's nodes at once), for at most 7 days per node,"
+            " and are counted apart from the total."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -95,7 +95,7 @@ class _Mocks(mocks.Mocks):
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         # No failures: an empty list, as the SDK's mock monitor iterates it (None raises).
-        return mock_outputs.call_result(args.token), []
+        return mock_outputs.call_result(args.token, dict(args.args)), []
 
 
 class RecordingMonitor(mocks.MockMonitor):

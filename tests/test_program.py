@@ -81,7 +81,8 @@ def test_trainer_build_pushes_a_content_tagged_image_to_the_stack_s_registry(
     result = synthesize_with_trainer_build(stack)
     (image,) = result.by_type("docker-build:index:Image")
     (tag,) = image["inputs"]["tags"]
-    assert tag.startswith(registry_prefix) and tag.endswith(f":{content_tag(TRAINER_CONTEXT)}")
+    # No EFA pool in the dev stacks: the plain `trainer` target.
+    assert tag.startswith(registry_prefix) and tag.endswith(f":trainer-{content_tag(TRAINER_CONTEXT)}")
     (login,) = image["inputs"]["registries"]
     assert (login["address"], login["username"], login["password"]) == (address, username, "[secret]")
     assert result.outputs["trainerImage"].endswith("@sha256:" + "0" * 64)

@@ -113,7 +113,11 @@ class EksCluster(pulumi.ComponentResource):
                 provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
             ),
             enabled_cluster_log_types=list(facts.CONTROL_PLANE_LOG_TYPES),
-            deletion_protection=prod,
+            # Explicit, so a version leaving standard support never moves the cluster into paid
+            # extended support unasked (EKS CreateCluster upgradePolicy; extended is EKS's default).
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=settings.support_type),
+            # EKS refuses DeleteCluster while this is on: docs/aws.md, "Tear down".
+            deletion_protection=spec.cluster.deletion_protected(spec.environment),
             opts=pulumi.ResourceOptions(parent=self, protect=prod, depends_on=[logs, encryption]),
         )
         self.name = self.cluster.name

@@ -19,7 +19,8 @@ from components.kubernetes import DataVolume
 from components import naming
 from components.naming import resource_name
 from components.pools import Pool
-from components.spec import PlatformSpec
+from components.spec import DeployTimeProblems, PlatformSpec
+from components.spec.problems import ROOT
 
 
 class AwsPlatform(pulumi.ComponentResource):
@@ -58,14 +59,21 @@ class AwsPlatform(pulumi.ComponentResource):
         cluster = EksCluster(name, spec, account, list(network.private_subnets.values()), child)
         self.provider = cluster.provider
 
+        offered = instance_type_zones(sorted({p.instance_type for p in spec.node_pools if p.instance_type}))
+        problems = [
+            problem
+            for i, spec_pool in enumerate(spec.node_pools)
+            for problem in plan.zone_problems(
+                spec_pool, f"{ROOT}.nodePools[{i}]", network.zones, offered[spec_pool.instance_type or ""]
+            )
+        ]
+        if problems:
+            raise DeployTimeProblems(problems)
         spec_pools = {p.name: p for p in spec.node_pools}
         groups: dict[str, GpuNodeGroup] = {}
         for pool in pools:
             spec_pool = spec_pools[pool.name]
-            zones = list(spec_pool.zones) or network.zones
-            if spec_pool.efa:
-                # One placement group, one zone.
-                zones = zones[:1]
+            zones = plan.pool_zones(spec_pool, network.zones, offered[spec_pool.instance_type or ""])
             groups[pool.name] = GpuNodeGroup(
                 resource_name(spec, pool.name),
                 cluster_name=cluster_name,
@@ -136,3 +144,19 @@ class AwsPlatform(pulumi.ComponentResource):
             # The one role of a stack without teams, under the output name it always had.
             self.outputs["trainerRoleArn"] = storage.trainer_role_arns[naming.team_namespace(naming.DEFAULT_TEAM)]
         self.register_outputs(self.outputs)
+
+
+def instance_type_zones(instance_types: list[str]) -> dict[str, set[str]]:
+    """The availability zones of the stack's region where EC2 offers each instance type, looked
+    up at deploy time: zone names map to different physical zones in each account, so no table
+    in the repository can say (aws.ec2.get_instance_type_offerings, location type
+    availability-zone; the offline synth answers from infra.mock_outputs)."""
+    return {
+        instance_type: set(
+            aws.ec2.get_instance_type_offerings(
+                location_type="availability-zone",
+                filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])],
+            ).locations
+        )
+        for instance_type in instance_types
+    }

@@ -26,6 +26,11 @@ NO_GKE_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
 GKE_SHARING_STRATEGIES = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 # reservation_affinity key that names a specific reservation (Compute Engine ReservationAffinity).
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+# Flex-start and queued-provisioning node pools consume no reservation, have no auto-repair, and
+# scale from zero wherever capacity comes (cluster-toolkit gke-node-pool preconditions:
+# reservation_affinity NO_RESERVATION, auto_repair false, autoscaling_total_min_nodes 0,
+# location_policy ANY; GKE "About flex-start provisioning mode").
+NO_RESERVATION = "NO_RESERVATION"
 # Annotation on a Kubernetes service account naming the Google service account it acts as
 # (GKE Workload Identity).
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -65,8 +70,15 @@ class GpuPoolPlan:
     taint_key: str
     taint_value: str
     taint_effect: str
-    reservation: str | None
+    # (consume_reservation_type, reservation name): a specific reservation, none at all (flex-start
+    # and queued), or None for GKE's default.
+    reservation_affinity: tuple[str, str | None] | None
     compact_placement: bool
+    # node_config.flex_start: nodes from the flex-start provisioning model (Dynamic Workload Scheduler).
+    flex_start: bool
+    # queued_provisioning.enabled: nodes only through ProvisioningRequests (Kueue's admission check).
+    queued_provisioning: bool
+    auto_repair: bool
 
 
 def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, pool: Pool) -> GpuPoolPlan:
@@ -78,7 +90,8 @@ def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, poo
     if not managed:
         labels[NO_GKE_DEVICE_PLUGIN_LABEL] = "true"
     strategy = GKE_SHARING_STRATEGIES.get(pool.sharing_mode)
-    spot = pool.capacity == "spot"
+    spot = pool.spot
+    flex_start = pool.on_request
     return GpuPoolPlan(
         name=pool.name,
         machine_type=shape.name,
@@ -92,15 +105,26 @@ def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, poo
         total_min_nodes=pool.min_nodes,
         total_max_nodes=pool.max_nodes,
         initial_node_count=math.ceil(pool.min_nodes / len(zones)),
-        # Spot capacity comes wherever it is free; on-demand nodes spread evenly over zones.
-        location_policy="ANY" if spot else "BALANCED",
+        # Spot and flex-start capacity comes wherever it is free; on-demand nodes spread evenly.
+        location_policy="ANY" if spot or flex_start else "BALANCED",
         labels=labels,
         taint_key=pool.taint.key,
         taint_value=pool.taint.value,
         taint_effect=GKE_TAINT_EFFECTS[pool.taint.effect],
-        reservation=spec_pool.reservation,
+        reservation_affinity=reservation_affinity(spec_pool),
         compact_placement=spec_pool.compact_placement,
+        flex_start=flex_start,
+        queued_provisioning=pool.provisioning == "queued",
+        auto_repair=not flex_start,
     )
+
+
+def reservation_affinity(spec_pool: NodePoolSpec) -> tuple[str, str | None] | None:
+    if spec_pool.way == "reservation" and spec_pool.reservation:
+        return "SPECIFIC_RESERVATION", spec_pool.reservation
+    if spec_pool.way in ("flex-start", "queued"):
+        return NO_RESERVATION, None
+    return None
 
 
 def cluster_location(gcp: GcpSpec, region: str) -> str:

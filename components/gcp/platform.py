@@ -209,7 +209,8 @@ class GcpPlatform(pulumi.ComponentResource):
             # Pools are separate resources, so each can change without touching the cluster.
             remove_default_node_pool=True,
             initial_node_count=1,
-            deletion_protection=self._prod,
+            # The provider refuses to delete the cluster while this is on: docs/gcp.md, "Tear down".
+            deletion_protection=spec.cluster.deletion_protected(spec.environment),
             # The minimum; the release channel upgrades from there.
             min_master_version=spec.cluster.kubernetes_version,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=settings.release_channel),
@@ -334,15 +335,14 @@ class GcpPlatform(pulumi.ComponentResource):
             ),
             gpu_partition_size=p.partition_size,
         )
-        reservation = (
-            gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION",
-                key=plan.RESERVATION_NAME_KEY,
-                values=[p.reservation],
+        reservation = None
+        if p.reservation_affinity is not None:
+            kind, name = p.reservation_affinity
+            reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type=kind,
+                key=plan.RESERVATION_NAME_KEY if name else None,
+                values=[name] if name else None,
             )
-            if p.reservation
-            else None
-        )
         return gcp.container.NodePool(
             f"{self._name}-{pool.name}",
             name=p.name,
@@ -355,7 +355,8 @@ class GcpPlatform(pulumi.ComponentResource):
                 total_max_node_count=p.total_max_nodes,
                 location_policy=p.location_policy,
             ),
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=p.auto_repair, auto_upgrade=True),
+            queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if p.queued_provisioning else None,
             # GPU capacity is scarce and quota-bound: upgrade in place, one node at a time,
             # instead of asking for a surge node that may never come.
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1),
@@ -364,6 +365,7 @@ class GcpPlatform(pulumi.ComponentResource):
                 machine_type=p.machine_type,
                 guest_accelerators=[accelerator],
                 spot=p.spot,
+                flex_start=p.flex_start or None,
                 image_type="COS_CONTAINERD",
                 service_account=node_account.email,
                 oauth_scopes=[_CLOUD_PLATFORM_SCOPE],

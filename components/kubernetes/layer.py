@@ -17,13 +17,16 @@ from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
 from components.kubernetes.queues import (
     KUEUE_API,
+    QUEUED_PROVISIONING,
     QueuePlan,
     TeamQueue,
+    admission_check_spec,
     cluster_queue_spec,
     cohort_spec,
     flavor_spec,
     local_queue_names,
     local_queue_spec,
+    provisioning_request_config_spec,
     queue_plan,
 )
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
@@ -270,6 +273,22 @@ class GpuLayer(pulumi.ComponentResource):
         quota_holders.append(
             self._custom_resource(f"{self._name}-cohort", "Cohort", plan.cohort, cohort_spec(plan, pools))
         )
+        if plan.queued_flavors:
+            config = self._custom_resource(
+                f"{self._name}-{QUEUED_PROVISIONING}-config",
+                "ProvisioningRequestConfig",
+                QUEUED_PROVISIONING,
+                provisioning_request_config_spec(),
+            )
+            quota_holders.append(
+                self._custom_resource(
+                    f"{self._name}-{QUEUED_PROVISIONING}",
+                    "AdmissionCheck",
+                    QUEUED_PROVISIONING,
+                    admission_check_spec(),
+                    depends_on=[config],
+                )
+            )
         for team in plan.teams:
             cluster_queue = self._custom_resource(
                 f"{self._name}-{team.team}",

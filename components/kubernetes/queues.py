@@ -10,6 +10,10 @@
   (`Pool.max_slots`: max nodes x GPUs per node x sharing replicas).
 - A stack without teams gets one team, `default`, in the `default` namespace, holding everything.
 
+- Pools on GKE queued provisioning get their nodes only through ProvisioningRequests: their
+  flavors carry an AdmissionCheck on every ClusterQueue, so Kueue reserves a job's quota, asks GKE
+  (Dynamic Workload Scheduler) for all its nodes at once, and admits it only once they are there.
+
 Kueue accounts only `nvidia.com/gpu` here (releases.kueue_configuration): CPU, memory and
 devices such as EFA interfaces are the kube-scheduler's business, so jobs need no quota for them.
 """
@@ -45,6 +49,19 @@ DEFAULT_LOCAL_QUEUE = "default"
 # Use a pool where the job fits within nominal quota before borrowing on another.
 FLAVOR_FUNGIBILITY: dict[str, str] = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
 
+# Kueue's built-in ProvisioningRequest admission check controller (GA since Kueue 0.14; Kueue docs,
+# "Provisioning Admission Check Controller"), and the class GKE's Dynamic Workload Scheduler serves
+# for node pools with queued provisioning (GKE "Run a large-scale workload with flex-start with
+# queued provisioning", Kueue section). One AdmissionCheck and its ProvisioningRequestConfig serve
+# every queued pool; both are named after what they do.
+QUEUED_PROVISIONING = "queued-provisioning"
+PROVISIONING_REQUEST_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+# GKE taints queued-provisioning nodes `cloud.google.com/gke-queued=true:NoSchedule` (cluster-toolkit
+# gke-node-pool docs: workloads need a toleration for it); their flavor's toleration goes on every
+# pod Kueue admits there.
+GKE_QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"
+
 
 @dataclass(frozen=True)
 class TeamQueue:
@@ -72,6 +89,8 @@ class QueuePlan:
     # every pool's capacity. The team namespaces' ResourceQuota; a lower figure would reject
     # the pods of jobs Kueue admitted on borrowed quota.
     team_gpu_ceiling: int
+    # Flavors of pools on queued provisioning: admitted only after the admission check.
+    queued_flavors: tuple[str, ...] = ()
 
 
 def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
@@ -95,6 +114,7 @@ def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
         teams=teams,
         shared=shared,
         team_gpu_ceiling=sum(pool.max_slots for pool in pools),
+        queued_flavors=tuple(pool.name for pool in pools if pool.provisioning == "queued"),
     )
 
 
@@ -116,11 +136,21 @@ def local_queue_names(team: TeamQueue) -> list[str]:
 
 
 def flavor_spec(pool: Pool) -> dict[str, Any]:
+    tolerations = [{"key": pool.taint.key, "operator": "Equal", "value": pool.taint.value, "effect": pool.taint.effect}]
+    if pool.provisioning == "queued":
+        tolerations.append({"key": GKE_QUEUED_TAINT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    return {"nodeLabels": pool.selector, "tolerations": tolerations}
+
+
+def provisioning_request_config_spec() -> dict[str, Any]:
+    """What Kueue asks GKE for: nodes for the job's GPU pods, in one queued request."""
+    return {"provisioningClassName": QUEUED_PROVISIONING_CLASS, "managedResources": [GPU_RESOURCE]}
+
+
+def admission_check_spec() -> dict[str, Any]:
     return {
-        "nodeLabels": pool.selector,
-        "tolerations": [
-            {"key": pool.taint.key, "operator": "Equal", "value": pool.taint.value, "effect": pool.taint.effect}
-        ],
+        "controllerName": PROVISIONING_REQUEST_CONTROLLER,
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": QUEUED_PROVISIONING},
     }
 
 
@@ -148,6 +178,11 @@ def cluster_queue_spec(team: TeamQueue, plan: QueuePlan, pools: list[Pool]) -> d
     }
     if team.fair_share_weight is not None:
         spec["fairSharing"] = {"weight": team.fair_share_weight}
+    if plan.queued_flavors:
+        # Kueue v1beta2 ClusterQueue: the check runs only for workloads admitted on these flavors.
+        spec["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": QUEUED_PROVISIONING, "onFlavors": list(plan.queued_flavors)}]
+        }
     return spec
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
 from components import jobs
 from components.aws import facts, plan
 from infra import cli, stackfile
 from infra.synth import Synthesis
-from helpers import REFERENCE, REPO, stack_config
+from aws_support import variant
+from helpers import REFERENCE, REPO
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -28,15 +28,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 
 Synth = Callable[[str], Synthesis]
-
-
-def variant(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Synthesis:
-    """dev-aws with `change` applied to its platform, synthesized from a temporary stack file."""
-    config = stack_config("dev-aws")
-    change(config["gpu-platform:platform"])
-    path = tmp_path / "Pulumi.variant.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
-    return cli.synthesize(str(path), REPO)[2]
 
 
 def node_group(result: Synthesis, name: str) -> dict[str, Any]:
@@ -224,7 +215,7 @@ def test_prod_endpoint_is_not_public(prod: Synthesis) -> None:
 
 
 def test_the_cluster_runs_the_specs_kubernetes_version(dev: Synthesis) -> None:
-    assert cluster(dev)["inputs"]["version"] == "1.33"
+    assert cluster(dev)["inputs"]["version"] == "1.35"
 
 
 def test_the_cluster_authenticates_with_access_entries(dev: Synthesis) -> None:
@@ -245,7 +236,7 @@ def test_every_control_plane_log_is_on(dev: Synthesis) -> None:
 
 def test_core_addons_are_pinned_for_the_clusters_minor(dev: Synthesis) -> None:
     addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in dev.by_type("aws:eks/addon:Addon")}
-    assert addons == facts.ADDON_VERSIONS["1.33"]
+    assert addons == facts.ADDON_VERSIONS["1.35"]
 
 
 def test_an_oidc_provider_serves_the_clusters_issuer(dev: Synthesis) -> None:
