@@ -16,7 +16,7 @@ from pathlib import Path
 
 from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import check, program, review, stackfile, summary, synth
+from infra import check, output_folder, program, review, stackfile, summary, synth
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -37,8 +37,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     root = stackfile.project_root()
     started = time.perf_counter()
     stack_file, spec, result = synthesize(args.stack, root)
-    out_dir = (args.out or root / "build" / "synth") / stack_file.stack
-    synth.write(result, out_dir, summary.markdown(spec, stack_file.stack))
+    out_dir = output_folder.folder(args.out or root / "build" / "synth", stack_file.stack)
+    output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack)), out_dir)
     elapsed = time.perf_counter() - started
     print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
     print(summary.table(spec))
@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID
     except stackfile.StackFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except output_folder.OutputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: a cause, never a traceback

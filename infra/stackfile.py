@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ from components.spec import (
 )
 
 STACKS_DIR = "stacks"
+
+# Pulumi's own rule for a stack name: 1-100 letters, digits, `_`, `.` or `-` (pulumi/pulumi
+# pkg/backend, validateStackName: `^[A-Za-z0-9_.-]{1,100}$`). The name also names the synth
+# output folder, so `.` and `..`, which Pulumi's pattern lets through, are refused as well.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+PATH_STEPS = (".", "..")
 
 
 class StackFileError(Exception):
@@ -112,10 +119,25 @@ def resolve(ref: str, root: Path) -> Path:
 
 
 def stack_name(path: Path) -> str:
+    """The stack a file is for (`Pulumi.<stack>.yaml`), refused unless Pulumi accepts the name."""
     name = path.name
     if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
         raise StackFileError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
-    return name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    stack = name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    problem = stack_name_problem(stack)
+    if problem:
+        raise StackFileError(f"{path}: {problem}")
+    return stack
+
+
+def stack_name_problem(stack: str) -> str | None:
+    """Why `stack` is not a stack name, or None when it is one."""
+    if STACK_NAME.fullmatch(stack) and stack not in PATH_STEPS:
+        return None
+    return (
+        f"stack name {stack!r} is not allowed: a stack name is 1-100 letters, digits, '_', '.' or '-',"
+        " and not '.' or '..'"
+    )
 
 
 def read(ref: str, root: Path) -> StackFile:

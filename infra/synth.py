@@ -183,17 +183,11 @@ def manifest_filename(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', 'Object')}_{namespace}_{metadata.get('name', 'unnamed')}.yaml".lower()
 
 
-def write(synthesis: Synthesis, out_dir: Path, summary: str) -> None:
-    """resources.json, outputs.json, manifests/ and summary.md under `out_dir`, replaced whole."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifests = out_dir / "manifests"
-    if manifests.exists():
-        for old in manifests.glob("*.yaml"):
-            old.unlink()
-    manifests.mkdir(exist_ok=True)
+def files(synthesis: Synthesis, summary: str) -> dict[str, str]:
+    """What one synth writes, by path in the stack's output folder: resources.json,
+    outputs.json, one manifests/*.yaml per Kubernetes object, and summary.md."""
     document = {"project": synthesis.project, "stack": synthesis.stack, "resources": synthesis.resources}
-    (out_dir / "resources.json").write_text(_json(document))
-    (out_dir / "outputs.json").write_text(_json(synthesis.outputs))
+    out = {"resources.json": _json(document), "outputs.json": _json(synthesis.outputs), "summary.md": summary}
     for obj in synthesis.kubernetes_objects():
-        (manifests / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=True))
-    (out_dir / "summary.md").write_text(summary)
+        out[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
+    return out

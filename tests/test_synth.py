@@ -149,10 +149,9 @@ def test_writes_resources_manifests_and_summary(tmp_path: Path) -> None:
     assert "| a100-train | A100-80GB | 8 | 4-4 | 32 | 32 |" in (out / "summary.md").read_text()
 
 
-def test_whole_numbers_are_written_as_integers(tmp_path: Path) -> None:
+def test_whole_numbers_are_written_as_integers() -> None:
     result = synth.run(three_clouds_program, "proj", "ints", {})
-    synth.write(result, tmp_path, "")
-    text = (tmp_path / "outputs.json").read_text()
+    text = synth.files(result, "")["outputs.json"]
     assert '"gpus": 8' in text and "8.0" not in text
 
 
@@ -201,8 +200,8 @@ def test_unknown_gpu_platform_config_key_is_an_error(tmp_path: Path, capsys: pyt
     assert "gpu-platform:platfrom: unknown key" in capsys.readouterr().err
 
 
-def test_missing_stack_file_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["synth", "no-such-stack"]) == 1
+def test_missing_stack_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["synth", "no-such-stack"]) == 2
     err = capsys.readouterr().err
     assert "Pulumi.no-such-stack.yaml: no such stack file" in err and "dev-aws" in err
 
