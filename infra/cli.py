@@ -23,6 +23,10 @@ EXIT_FAILURE = 1
 EXIT_INVALID = 2
 
 
+class UsageError(Exception):
+    """A flag or argument the command cannot use: invalid input, exit 2."""
+
+
 def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
     """Check the stack file, then run the program on it. Raises SpecError before any resource."""
     stack_file = stackfile.read(ref, root)
@@ -37,7 +41,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
     root = stackfile.project_root()
     started = time.perf_counter()
     stack_file, spec, result = synthesize(args.stack, root)
-    out_dir = output_folder.folder(args.out or root / "build" / "synth", stack_file.stack)
+    out_root = args.out or root / "build" / "synth"
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: not a folder")
+    out_dir = output_folder.folder(out_root, stack_file.stack)
     output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack)), out_dir)
     elapsed = time.perf_counter() - started
     print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID
-    except stackfile.StackFileError as exc:
+    except (stackfile.StackFileError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except output_folder.OutputError as exc:
