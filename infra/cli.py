@@ -16,7 +16,7 @@ from pathlib import Path
 
 from components import jobs
 from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import check, output_folder, program, review, stackfile, summary, synth
+from infra import check, output_folder, program, review, stackfile, summary, synth, yamlfile
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID
-    except (stackfile.StackFileError, UsageError) as exc:
+    except (stackfile.StackFileError, yamlfile.YamlError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except output_folder.OutputError as exc:

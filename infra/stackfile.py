@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from components.spec import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
@@ -25,6 +23,7 @@ from components.spec import (
     region_namespace,
     region_problems,
 )
+from infra import yamlfile
 
 STACKS_DIR = "stacks"
 
@@ -47,11 +46,8 @@ class StackFile:
 
     @property
     def source(self) -> str:
-        """The path as users wrote it or as it sits in the repo, for error messages."""
-        try:
-            return os.path.relpath(self.path)
-        except ValueError:
-            return str(self.path)
+        """The path as error messages show it (relative to the current folder below it)."""
+        return yamlfile.shown(self.path)
 
     def pulumi_config(self) -> dict[str, str]:
         """Config as the engine hands it to a program: objects as JSON strings."""
@@ -107,7 +103,11 @@ def project_root(start: Path | None = None) -> Path:
 
 
 def project_name(root: Path) -> str:
-    return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
+    path = root / "Pulumi.yaml"
+    document = yamlfile.load(path)
+    if not isinstance(document, dict) or not isinstance(document.get("name"), str):
+        raise StackFileError(f"{yamlfile.shown(path)}: expected a mapping with a `name:` string (the project's name)")
+    return document["name"]
 
 
 def resolve(ref: str, root: Path) -> Path:
@@ -122,11 +122,11 @@ def stack_name(path: Path) -> str:
     """The stack a file is for (`Pulumi.<stack>.yaml`), refused unless Pulumi accepts the name."""
     name = path.name
     if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
-        raise StackFileError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
+        raise StackFileError(f"{yamlfile.shown(path)}: a stack file is named Pulumi.<stack>.yaml")
     stack = name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     problem = stack_name_problem(stack)
     if problem:
-        raise StackFileError(f"{path}: {problem}")
+        raise StackFileError(f"{yamlfile.shown(path)}: {problem}")
     return stack
 
 
@@ -143,15 +143,16 @@ def stack_name_problem(stack: str) -> str | None:
 def read(ref: str, root: Path) -> StackFile:
     path = resolve(ref, root)
     stack = stack_name(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise StackFileError(f"{yamlfile.shown(path)}: a folder, not a stack file")
+    if not path.exists():
         known = ", ".join(all_stacks(root)) or "none"
-        raise StackFileError(f"{path}: no such stack file (stacks here: {known})")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
+        raise StackFileError(f"{yamlfile.shown(path)}: no such stack file (stacks here: {known})")
+    document = yamlfile.load(path)
+    if document is None:
+        document = {}
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
-        raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
+        raise StackFileError(f"{yamlfile.shown(path)}: expected a mapping with a `config:` mapping")
     return StackFile(path=path, stack=stack, config=dict(document.get("config") or {}))
 
 
