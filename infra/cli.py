@@ -2,7 +2,10 @@
 
 Every command runs the real program (infra.program) under the SDK's mock engine, so what it
 shows is what `pulumi up` would declare, without a Pulumi CLI, a cloud account or credentials.
-Exit codes: 0 success, 2 invalid input (spec or usage), 1 anything else, with its cause.
+One exit-code contract for every command (the README's command table states it):
+0 ok; 1 the command's own finding (a mandatory policy violation, an invalid stack in a review),
+or a failure that is not the input's fault (a full disk), with its cause; 2 invalid input of
+any kind (a stack file, a flag, a stack name, a git ref), one line per problem. Never a traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -76,23 +80,30 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Every named stack (all by default) is checked even after a failure, so one run lists
-    every problem; spec errors exit 2, mandatory violations 1."""
+    """Every named stack (all by default) is checked even after an invalid one, so one run lists
+    every problem; invalid stacks exit 2, mandatory violations 1."""
     root = stackfile.project_root()
+    refs = args.stacks or [str(path) for path in stackfile.stack_files(root)]
+    if not refs:
+        raise UsageError(f"nothing to check: no stack files in {root / stackfile.STACKS_DIR}; name stacks or stack files")
     reports: list[check.StackReport] = []
-    invalid = False
-    for ref in args.stacks or stackfile.all_stacks(root):
+    invalid = 0
+    for ref in refs:
         try:
             _, spec, result = synthesize(ref, root)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
-            invalid = True
+            invalid += 1
+            continue
+        except (stackfile.StackFileError, yamlfile.YamlError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            invalid += 1
             continue
         report = check.check_synthesis(spec, result)
         reports.append(report)
         for line in report.lines():
             print(line)
-    print(check.summary(reports), file=sys.stderr)
+    print(check.summary(reports, invalid), file=sys.stderr)
     if invalid:
         return EXIT_INVALID
     return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
@@ -211,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     except output_folder.OutputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: a cause, never a traceback
         print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -219,4 +232,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entrypoint() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed the pipe early (`gpu-platform schema | head -3`): it has what it
+        # wanted. Point stdout at /dev/null so the interpreter's final flush stays quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)

@@ -146,7 +146,7 @@ def read(ref: str, root: Path) -> StackFile:
     if path.is_dir():
         raise StackFileError(f"{yamlfile.shown(path)}: a folder, not a stack file")
     if not path.exists():
-        known = ", ".join(all_stacks(root)) or "none"
+        known = ", ".join(_stem(p) for p in stack_files(root)) or "none"
         raise StackFileError(f"{yamlfile.shown(path)}: no such stack file (stacks here: {known})")
     document = yamlfile.load(path)
     if document is None:
@@ -156,5 +156,15 @@ def read(ref: str, root: Path) -> StackFile:
     return StackFile(path=path, stack=stack, config=dict(document.get("config") or {}))
 
 
+def stack_files(root: Path) -> list[Path]:
+    """The stack files under the project's stacks/, sorted."""
+    return sorted((root / STACKS_DIR).glob("Pulumi.*.yaml"))
+
+
+def _stem(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+
+
 def all_stacks(root: Path) -> list[str]:
-    return sorted(stack_name(p) for p in (root / STACKS_DIR).glob("Pulumi.*.yaml"))
+    """The names of the project's stacks; a file whose name is not a stack name is an error."""
+    return [stack_name(p) for p in stack_files(root)]
