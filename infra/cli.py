@@ -36,7 +36,7 @@ def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec,
     stack_file = stackfile.read(ref, root)
     spec = stack_file.spec()
     result = synth.run(
-        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config()
+        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config(), root
     )
     return stack_file, spec, result
 
@@ -110,19 +110,24 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
     try:
-        text = review.run(args.base, args.stacks)
-    except review.UnknownRefError as exc:
+        reviews, sha = review.collect(args.base, args.stacks)
+    except review.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except review.ReviewError as exc:
         print(f"error: review failed: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    text = review.render(reviews, args.base, sha)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     sys.stdout.write(text)
-    return EXIT_OK
+    invalid = [r for r in reviews if r.status == "invalid"]
+    for r in invalid:
+        print(f"error: {r.stack}: invalid ({review.invalid_sides(r)}); the report shows its errors", file=sys.stderr)
+    return EXIT_FAILURE if invalid else EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

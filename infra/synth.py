@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,13 @@ class RecordingMonitor(mocks.MockMonitor):
         return sorted(out, key=lambda r: (r["type"], r["name"]))
 
 
-def run(program: Callable[[], None], project: str, stack: str, config: dict[str, str]) -> Synthesis:
-    """Run `program` once under mocks with `config`; every run starts from a clean runtime."""
+def run(
+    program: Callable[[], None], project: str, stack: str, config: dict[str, str], root: Path | None = None
+) -> Synthesis:
+    """Run `program` once under mocks with `config`; every run starts from a clean runtime.
+
+    Paths under the project `root` (the trainer's build context) are recorded relative to it,
+    so a checkout synthesizes the same wherever it is (review compares two checkouts)."""
     _open_event_loop()
     settings.reset_options(project=project, stack=stack, preview=False)
     set_all_config(config)
@@ -160,7 +166,23 @@ def run(program: Callable[[], None], project: str, stack: str, config: dict[str,
         _sync_await(runtime_stack.run_in_stack(program))
     finally:
         settings.ROOT.set(None)
-    return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+    if root is None:
+        return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+    top = str(root.resolve())
+    return Synthesis(project, stack, _relative(monitor.recorded(), top), _relative(monitor.stack_outputs, top))
+
+
+def _relative(value: Any, top: str) -> Any:
+    """`value` with every string that is the folder `top` or a path below it made relative to it."""
+    if isinstance(value, str):
+        if value == top:
+            return "."
+        return value.removeprefix(top + os.sep) if value.startswith(top + os.sep) else value
+    if isinstance(value, list):
+        return [_relative(v, top) for v in value]
+    if isinstance(value, dict):
+        return {k: _relative(v, top) for k, v in value.items()}
+    return value
 
 
 def _open_event_loop() -> None:

@@ -226,3 +226,14 @@ def test_console_script_runs_cleanly_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "l4-shared" in done.stdout and "total" in done.stdout
+
+
+def test_paths_under_the_project_root_are_recorded_relative_to_it(tmp_path: Path) -> None:
+    def program_with_paths() -> None:
+        aws.s3.Bucket("data", tags={"context": str(tmp_path / "training_images"), "root": str(tmp_path), "other": "/elsewhere"})
+        pulumi.export("context", str(tmp_path / "training_images" / "Dockerfile"))
+
+    result = synth.run(program_with_paths, "proj", "paths", {}, root=tmp_path)
+    tags = result.one("aws:s3/bucket:Bucket", "data")["inputs"]["tags"]
+    assert tags == {"context": "training_images", "root": ".", "other": "/elsewhere"}
+    assert result.outputs["context"] == "training_images/Dockerfile"
