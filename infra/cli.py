@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from components import jobs
+from components import jobs, trainer_image
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import check, output_folder, program, review, stackfile, summary, synth, yamlfile
 
@@ -31,21 +32,36 @@ class UsageError(Exception):
     """A flag or argument the command cannot use: invalid input, exit 2."""
 
 
-def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
-    """Check the stack file, then run the program on it. Raises SpecError before any resource."""
+def synthesize(
+    ref: str, root: Path | None = None
+) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
+    """Check the stack file, then run the program on it. Raises SpecError before any resource.
+
+    `root` is the project folder; by default the checkout the stack file lies in (for a path)
+    or the one around the current folder (for a name), and None outside any checkout.
+    """
+    if root is None:
+        root = stackfile.root_for(ref)
     stack_file = stackfile.read(ref, root)
     spec = stack_file.spec()
+    context = trainer_image.context_of(root)
+    if spec.trainer.image == "build" and spec.cloud != "existing" and context is None:
+        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
     result = synth.run(
-        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config(), root
+        functools.partial(program.run, context),
+        stackfile.project_name(root),
+        stack_file.stack,
+        stack_file.pulumi_config(),
+        root,
     )
     return stack_file, spec, result
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    root = stackfile.project_root()
     started = time.perf_counter()
-    stack_file, spec, result = synthesize(args.stack, root)
-    out_root = args.out or root / "build" / "synth"
+    stack_file, spec, result = synthesize(args.stack)
+    root = stackfile.root_for(args.stack)
+    out_root = args.out or (root or Path.cwd()) / "build" / "synth"
     if out_root.exists() and not out_root.is_dir():
         raise UsageError(f"--out {out_root}: not a folder")
     out_dir = output_folder.folder(out_root, stack_file.stack)
@@ -61,8 +77,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
-    root = stackfile.project_root()
-    spec = stackfile.read(args.stack, root).spec()
+    spec = stackfile.read(args.stack, stackfile.root_for(args.stack)).spec()
     request = jobs.JobRequest(
         pool=args.pool,
         nodes=args.nodes,
@@ -82,15 +97,12 @@ def cmd_job(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Every named stack (all by default) is checked even after an invalid one, so one run lists
     every problem; invalid stacks exit 2, mandatory violations 1."""
-    root = stackfile.project_root()
-    refs = args.stacks or [str(path) for path in stackfile.stack_files(root)]
-    if not refs:
-        raise UsageError(f"nothing to check: no stack files in {root / stackfile.STACKS_DIR}; name stacks or stack files")
+    refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
     invalid = 0
     for ref in refs:
         try:
-            _, spec, result = synthesize(ref, root)
+            _, spec, result = synthesize(ref)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
             invalid += 1
@@ -107,6 +119,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if invalid:
         return EXIT_INVALID
     return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
+
+
+def _every_stack() -> list[str]:
+    """The stack files of the checkout around the current folder; none is a usage error."""
+    root = stackfile.find_root(Path.cwd())
+    if root is None:
+        raise UsageError("nothing to check: no gpu-platform checkout (Pulumi.yaml) here or above; name stack files")
+    files = stackfile.stack_files(root)
+    if not files:
+        raise UsageError(f"nothing to check: no stack files in {root / stackfile.STACKS_DIR}; name stacks or stack files")
+    return [str(path) for path in files]
 
 
 def cmd_review(args: argparse.Namespace) -> int:

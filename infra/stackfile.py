@@ -26,6 +26,8 @@ from components.spec import (
 from infra import yamlfile
 
 STACKS_DIR = "stacks"
+# The Pulumi project's name (Pulumi.yaml `name`), for a stack file outside any checkout.
+PROJECT_NAME = "gpu-platform"
 
 # Pulumi's own rule for a stack name: 1-100 letters, digits, `_`, `.` or `-` (pulumi/pulumi
 # pkg/backend, validateStackName: `^[A-Za-z0-9_.-]{1,100}$`). The name also names the synth
@@ -93,16 +95,44 @@ class StackFile:
         return value if namespace and not region_problems(namespace, value) else None
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The nearest folder holding Pulumi.yaml, from the current directory up."""
-    here = (start or Path.cwd()).resolve()
+def find_root(start: Path) -> Path | None:
+    """The project folder: the nearest folder holding Pulumi.yaml, from `start` up; None
+    outside a checkout."""
+    here = start.resolve()
     for folder in (here, *here.parents):
         if (folder / "Pulumi.yaml").is_file():
             return folder
-    raise StackFileError(f"no Pulumi.yaml in {here} or above: run this inside the gpu-platform repository")
+    return None
 
 
-def project_name(root: Path) -> str:
+def project_root(start: Path | None = None) -> Path:
+    """The project folder above `start` (the current folder), for what needs a checkout."""
+    here = start or Path.cwd()
+    root = find_root(here)
+    if root is None:
+        raise StackFileError(f"no Pulumi.yaml in {here.resolve()} or above: run this inside a gpu-platform checkout")
+    return root
+
+
+def root_for(ref: str) -> Path | None:
+    """The project a stack reference belongs to: for a path, the checkout the file lies in (None
+    when it lies in none: an installed package works on its own); for a name, the checkout
+    around the current folder, whose stacks/ holds it."""
+    if is_path(ref):
+        return find_root(Path(ref).parent)
+    root = find_root(Path.cwd())
+    if root is None:
+        raise StackFileError(
+            f"{ref}: a stack name needs a gpu-platform checkout (Pulumi.yaml) here or above;"
+            f" outside one, give the stack file's path (e.g. ./Pulumi.{ref}.yaml)"
+        )
+    return root
+
+
+def project_name(root: Path | None) -> str:
+    """The Pulumi project's name: from the checkout's Pulumi.yaml, or this package's own."""
+    if root is None:
+        return PROJECT_NAME
     path = root / "Pulumi.yaml"
     document = yamlfile.load(path)
     if not isinstance(document, dict) or not isinstance(document.get("name"), str):
@@ -110,11 +140,17 @@ def project_name(root: Path) -> str:
     return document["name"]
 
 
-def resolve(ref: str, root: Path) -> Path:
-    """A stack name (`dev-aws`) means stacks/Pulumi.dev-aws.yaml; anything else is a path."""
-    candidate = Path(ref)
-    if candidate.suffix in (".yaml", ".yml") or os.sep in ref:
-        return candidate
+def is_path(ref: str) -> bool:
+    """A stack reference is a path when it names a YAML file or a folder; else a stack name."""
+    return Path(ref).suffix in (".yaml", ".yml") or os.sep in ref
+
+
+def resolve(ref: str, root: Path | None) -> Path:
+    """A stack name (`dev-aws`) means <root>/stacks/Pulumi.dev-aws.yaml; anything else is a path."""
+    if is_path(ref):
+        return Path(ref)
+    if root is None:
+        raise StackFileError(f"{ref}: a stack name needs a gpu-platform checkout; give the stack file's path")
     return root / STACKS_DIR / f"Pulumi.{ref}.yaml"
 
 
@@ -140,14 +176,14 @@ def stack_name_problem(stack: str) -> str | None:
     )
 
 
-def read(ref: str, root: Path) -> StackFile:
+def read(ref: str, root: Path | None) -> StackFile:
     path = resolve(ref, root)
     stack = stack_name(path)
     if path.is_dir():
         raise StackFileError(f"{yamlfile.shown(path)}: a folder, not a stack file")
     if not path.exists():
-        known = ", ".join(_stem(p) for p in stack_files(root)) or "none"
-        raise StackFileError(f"{yamlfile.shown(path)}: no such stack file (stacks here: {known})")
+        known = ", ".join(_stem(p) for p in stack_files(root)) if root else ""
+        raise StackFileError(f"{yamlfile.shown(path)}: no such stack file (stacks here: {known or 'none'})")
     document = yamlfile.load(path)
     if document is None:
         document = {}

@@ -212,7 +212,7 @@ def test_program_failure_exits_1_with_its_cause(
     def broken() -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(program, "main", broken)
+    monkeypatch.setattr(program, "run", lambda trainer_context: broken())
     assert cli.main(["synth", "onprem", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "synth failed: RuntimeError: boom" in err and "Traceback" not in err
