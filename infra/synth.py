@@ -92,7 +92,7 @@ def _clean(value: Any) -> Any:
 
 class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name)}
+        return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name, args.inputs)}
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         # No failures: an empty list, as the SDK's mock monitor iterates it (None raises).

@@ -109,7 +109,7 @@ def test_inputs_are_camel_case_as_the_engine_receives_them(recorded: synth.Synth
     eks = recorded.one("aws:eks/cluster:Cluster", "eks")["inputs"]
     assert eks["vpcConfig"] == {"subnetIds": ["subnet-1"]}
     # An output of another resource arrives resolved, from the mock outputs table.
-    assert eks["roleArn"] == mock_outputs.resource_outputs("aws:s3/bucket:Bucket", "data")["arn"]
+    assert eks["roleArn"] == mock_outputs.resource_outputs("aws:s3/bucket:Bucket", "data", {"bucket": "data-bucket"})["arn"]
 
 
 def test_secrets_are_masked(recorded: synth.Synthesis) -> None:
