@@ -65,10 +65,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if out_root.exists() and not out_root.is_dir():
         raise UsageError(f"--out {out_root}: not a folder")
     out_dir = output_folder.folder(out_root, stack_file.stack)
-    output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack)), out_dir)
+    output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack, result)), out_dir)
     elapsed = time.perf_counter() - started
     print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
     print(summary.table(spec))
+    print(summary.stack_line(spec, result))
     print(
         f"{len(result.resources)} resources, {len(result.kubernetes_objects())} Kubernetes objects"
         f" -> {out_dir} ({elapsed:.1f}s)"
