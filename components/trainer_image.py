@@ -15,12 +15,20 @@ from pathlib import Path
 import pulumi
 import pulumi_docker_build as docker_build
 
-# training_images/ beside components/ in the repository the program runs from.
-TRAINER_CONTEXT = Path(__file__).resolve().parents[1] / "training_images"
+# The build context: training_images/ of the gpu-platform checkout the program runs in. An
+# installed package has no checkout, so it cannot build the image (context_of gives None).
+CONTEXT_DIR = "training_images"
 
 # Not part of the image: build output and caches that differ between machines.
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".venv", "build", "dist"}
 _SKIPPED_SUFFIXES = (".pyc", ".egg-info")
+
+
+def context_of(root: Path | None) -> Path | None:
+    """The trainer's build context in the checkout at `root`, or None when there is none."""
+    if root is None or not (root / CONTEXT_DIR / "Dockerfile").is_file():
+        return None
+    return root / CONTEXT_DIR
 
 
 def context_files(context: Path) -> list[Path]:
@@ -71,8 +79,8 @@ class TrainerImage(pulumi.ComponentResource):
         self,
         name: str,
         registry: RegistryLogin,
+        context: Path,
         efa: bool = False,
-        context: Path = TRAINER_CONTEXT,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-platform:trainer:TrainerImage", name, None, opts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -22,7 +23,13 @@ from components.spec import (
     parse_spec,
     region_namespace,
 )
-from components.trainer_image import RegistryLogin, TrainerImage
+from components.trainer_image import CONTEXT_DIR, RegistryLogin, TrainerImage, context_of
+from infra import stackfile
+
+NO_TRAINER_CONTEXT = (
+    f"platform.trainer.image: `build` builds {CONTEXT_DIR}/ of a gpu-platform checkout, and there is none"
+    " here: run from a checkout, or set trainer.image to a pushed image"
+)
 
 
 class StackFileError(SpecError, pulumi.RunError):
@@ -31,9 +38,15 @@ class StackFileError(SpecError, pulumi.RunError):
 
 
 def main() -> None:
+    """`pulumi up`: the checkout is the folder above the program (Pulumi runs it in infra/)."""
+    run(context_of(stackfile.find_root(Path.cwd())))
+
+
+def run(trainer_context: Path | None) -> None:
+    """The program, given the trainer's build context (None outside a checkout)."""
     spec = load_spec()
     try:
-        outputs = build_platform(spec)
+        outputs = build_platform(spec, trainer_context)
     except DeployTimeProblems as exc:
         raise StackFileError(stack_source(), exc.problems) from None
     for name, value in outputs.items():
@@ -57,7 +70,7 @@ def load_spec() -> PlatformSpec:
         raise pulumi.RunError(str(exc)) from None
 
 
-def build_platform(spec: PlatformSpec) -> dict[str, Any]:
+def build_platform(spec: PlatformSpec, trainer_context: Path | None = None) -> dict[str, Any]:
     pools = derive_pools(spec)
     outputs: dict[str, Any] = {
         "cloud": spec.cloud,
@@ -80,9 +93,12 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
     )
     outputs.update(layer.exports)
     if spec.trainer.image == "build" and cluster.registry is not None:
+        if trainer_context is None:
+            raise pulumi.RunError(NO_TRAINER_CONTEXT)
         image = TrainerImage(
             resource_name(spec, "trainer"),
             registry=cluster.registry,
+            context=trainer_context,
             efa=any(pool.efa for pool in spec.node_pools),
         )
         outputs["trainerImage"] = image.ref

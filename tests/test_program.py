@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infra.synth import Synthesis
@@ -55,7 +57,6 @@ def test_gke_collects_dcgm_itself_so_the_exporter_chart_is_skipped(synthesized) 
 
 def synthesize_with_trainer_build(stack: str) -> Synthesis:
     import dataclasses
-    from pathlib import Path
 
     from infra import program, stackfile, synth
 
@@ -76,13 +77,14 @@ def synthesize_with_trainer_build(stack: str) -> Synthesis:
 def test_trainer_build_pushes_a_content_tagged_image_to_the_stack_s_registry(
     stack: str, registry_prefix: str, address: str, username: str
 ) -> None:
-    from components.trainer_image import TRAINER_CONTEXT, content_tag
+    from components.trainer_image import CONTEXT_DIR, content_tag
 
     result = synthesize_with_trainer_build(stack)
     (image,) = result.by_type("docker-build:index:Image")
     (tag,) = image["inputs"]["tags"]
     # No EFA pool in the dev stacks: the plain `trainer` target.
-    assert tag.startswith(registry_prefix) and tag.endswith(f":trainer-{content_tag(TRAINER_CONTEXT)}")
+    context = Path(__file__).resolve().parents[1] / CONTEXT_DIR
+    assert tag.startswith(registry_prefix) and tag.endswith(f":trainer-{content_tag(context)}")
     (login,) = image["inputs"]["registries"]
     assert (login["address"], login["username"], login["password"]) == (address, username, "[secret]")
     assert result.outputs["trainerImage"].endswith("@sha256:" + "0" * 64)
