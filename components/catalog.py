@@ -9,6 +9,7 @@ sheets (late 2026). Prices are reference list prices for planning, not quotes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal
 
 Cloud = Literal["aws", "gcp"]
@@ -16,9 +17,41 @@ Cloud = Literal["aws", "gcp"]
 # Where the reference prices come from; printed beside every $ figure we show.
 PRICE_NOTE = "estimate: on-demand list price, us-east-1 (AWS) / us-central1 (GCP), 2026-11"
 
-# Kubernetes minor versions both EKS and GKE support in standard support (late 2026), and the
-# range kubernetes-validate bundles schemas for (1.25-1.37) covers them.
+# Kubernetes minor versions the platform has pins for (autoscaler images, EKS add-ons), all in the
+# range kubernetes-validate bundles schemas for (1.25-1.37). Whether a minor is still in standard
+# support is the table below's business.
 SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.31", "1.32", "1.33", "1.34", "1.35")
+# New clusters start here: in standard support on both clouds at the pins' date (late 2026).
+DEFAULT_KUBERNETES_VERSION = "1.35"
+
+# The day each minor leaves standard support, per cloud; after it EKS charges extended support
+# (or upgrades, with upgrade policy STANDARD) and GKE moves clusters on. EKS: 14 months after
+# release (EKS user guide, "Understand the Kubernetes version lifecycle on EKS", release calendar).
+# GKE: about 14 months after availability in the Regular channel ("GKE versioning and support";
+# "GKE release schedule", end of standard support column); dates not yet reached are Google's
+# estimates as published late 2026.
+STANDARD_SUPPORT_ENDS: dict[Cloud, dict[str, date]] = {
+    "aws": {
+        "1.31": date(2025, 11, 26),
+        "1.32": date(2026, 3, 23),
+        "1.33": date(2026, 7, 29),
+        "1.34": date(2026, 12, 2),
+        "1.35": date(2027, 3, 27),
+    },
+    "gcp": {
+        "1.31": date(2026, 1, 16),
+        "1.32": date(2026, 4, 11),
+        "1.33": date(2026, 8, 3),
+        "1.34": date(2026, 10, 1),
+        "1.35": date(2027, 4, 11),
+    },
+}
+
+
+def in_standard_support(cloud: Cloud, version: str, today: date) -> bool:
+    """Whether `version` is still in `cloud`'s standard support on `today` (the end day is out)."""
+    end = STANDARD_SUPPORT_ENDS[cloud].get(version)
+    return end is not None and today < end
 
 
 @dataclass(frozen=True)

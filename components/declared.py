@@ -8,11 +8,12 @@ way; this module is their common ground, so neither imports the other's internal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # The offline synth writes values unknown at preview time as this marker (infra.synth._clean);
 # the pack maps CrossGuard's unknowns to it too.
 UNKNOWN = "[unknown]"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,20 @@ def mapping(value: Any) -> Mapping[str, Any]:
 
 def items(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
+
+
+def node_group_instance_types(node_group: Resource, resources: Sequence[Resource]) -> list[str]:
+    """An EKS node group's instance types: its own, else those of the launch templates it uses.
+
+    EKS takes them from one place or the other (CreateNodegroup `instanceTypes`); a Capacity Block
+    node group must name its type in the launch template (EKS "Create a managed node group with
+    Capacity Blocks for ML").
+    """
+    own = [t for t in items(get(node_group.props, "instanceTypes")) if isinstance(t, str)]
+    if own:
+        return own
+    return [
+        str(get(r.props, "instanceType"))
+        for r in resources
+        if r.type == LAUNCH_TEMPLATE and r.key in node_group.depends_on and isinstance(get(r.props, "instanceType"), str)
+    ]

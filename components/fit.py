@@ -19,6 +19,12 @@ and held against what the declared resources say, read the way their consumers r
   cloudprovider/gce/templates.go BuildNodeFromTemplate). Existing clusters: the pool facts the
   stack declares (node selector, GPUs per node, maximum nodes); their CPU and memory are unknown.
 
+Flex-start and queued GKE pools hold no standing nodes: their capacity is obtainable on request,
+when GKE's Dynamic Workload Scheduler grants it, and the proof says so. A queued pool's nodes come
+only through ProvisioningRequests, with GKE's `cloud.google.com/gke-queued` taint on them: its jobs
+fit only through a Kueue admission check of class `queued-provisioning.gke.io` on their flavor,
+and with a toleration of that taint.
+
 Nothing here reads the spec's derivations of those resources (only the pool list and the job
 renderer come from the spec), so a derivation bug in a wing or the layer shows up as a misfit.
 """
@@ -32,8 +38,14 @@ import yaml
 
 from components import catalog, jobs, node_resources
 from components.aws import facts as aws_facts
-from components.declared import UNKNOWN, Resource, get, items, mapping
-from components.kubernetes.queues import QUEUE_NAME_LABEL, queue_plan
+from components.declared import UNKNOWN, Resource, get, items, mapping, node_group_instance_types
+from components.kubernetes.queues import (
+    GKE_QUEUED_TAINT_KEY,
+    PROVISIONING_REQUEST_CONTROLLER,
+    QUEUE_NAME_LABEL,
+    QUEUED_PROVISIONING_CLASS,
+    queue_plan,
+)
 from components.kubernetes.tiers import priority_tiers
 from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE, Pool, derive_pools
@@ -87,6 +99,8 @@ class NodeView:
     # Where each extended resource comes from, for messages; `{name}` in the pattern is the resource.
     sources: Mapping[str, str] = field(default_factory=dict)
     source_pattern: str = ""
+    # Nodes come only through ProvisioningRequests (GKE queued provisioning).
+    queued: bool = False
 
     def source(self, name: str) -> str:
         return self.sources.get(name) or self.source_pattern.format(name=name)
@@ -315,7 +329,7 @@ def _mig_instances(pool: Pool) -> int:
 
 def _aws_views(node_group: Resource, resources: Sequence[Resource], cluster: Cluster, pool: Pool) -> list[NodeView]:
     props = node_group.props
-    types = [t for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
+    types = node_group_instance_types(node_group, resources)
     shape = catalog.INSTANCE_TYPES.get(types[0]) if types else None
     physical = shape.gpus_per_node if shape else 0
     group = get(props, "nodeGroupName") or node_group.name
@@ -402,9 +416,14 @@ def _gke_views(node_pool: Resource, cluster: Cluster, pool: Pool) -> list[NodeVi
     max_nodes = _int(get(autoscaling, "totalMaxNodeCount"))
     if max_nodes is None and _int(get(autoscaling, "maxNodeCount")) is not None:
         max_nodes = (_int(get(autoscaling, "maxNodeCount")) or 0) * (len(items(get(props, "nodeLocations"))) or 1)
+    queued = get(props, "queuedProvisioning", "enabled") is True
+    if queued and taints is not None:
+        # GKE taints queued-provisioning nodes itself (cluster-toolkit gke-node-pool docs).
+        taints = [*taints, Taint(GKE_QUEUED_TAINT_KEY, "true", "NoSchedule")]
+    on_request = " (granted on request)" if queued or get(node_config, "flexStart") is True else ""
     return [
         NodeView(
-            what=f"a node of node pool {get(props, 'name') or node_pool.name}",
+            what=f"a node of node pool {get(props, 'name') or node_pool.name}{on_request}",
             resource=node_pool.key,
             labels=labels,
             taints=taints,
@@ -413,6 +432,7 @@ def _gke_views(node_pool: Resource, cluster: Cluster, pool: Pool) -> list[NodeVi
             daemonsets=tuple(sorted(daemonsets)),
             max_nodes=max_nodes,
             sources={GPU_RESOURCE: "its accelerators and GPU sharing"},
+            queued=queued,
         )
     ]
 
@@ -517,6 +537,18 @@ def _capacity_problems(view: NodeView, flavor: str, quota: int) -> list[str]:
     ]
 
 
+def _queued_problems(view: NodeView, kueue: Kueue, cluster_queue: str, flavor: str) -> list[str]:
+    """A queued pool's nodes come only for a ProvisioningRequest of GKE's queued class: without an
+    admission check asking for one, Kueue admits the job and no node ever comes."""
+    if not view.queued or QUEUED_PROVISIONING_CLASS in kueue.provisioning_classes(cluster_queue, flavor):
+        return []
+    return [
+        f"{view.what} comes only through a ProvisioningRequest, but ClusterQueue {cluster_queue} admits on flavor "
+        f"{flavor} without an admission check of class {QUEUED_PROVISIONING_CLASS}: the job would be admitted and "
+        "never get a node"
+    ]
+
+
 # --- Kueue ------------------------------------------------------------------------------------
 
 
@@ -533,6 +565,10 @@ class Kueue:
         self.local_queues = {
             (str(get(r.props, "metadata", "namespace")), str(get(r.props, "metadata", "name"))): str(get(r.props, "spec", "clusterQueue"))
             for r in objects("LocalQueue")
+        }
+        self.admission_checks = {str(get(r.props, "metadata", "name")): mapping(get(r.props, "spec")) for r in objects("AdmissionCheck")}
+        self.provisioning_configs = {
+            str(get(r.props, "metadata", "name")): mapping(get(r.props, "spec")) for r in objects("ProvisioningRequestConfig")
         }
         kueue = cluster.releases.get("kueue")
         configuration = get(kueue.values, "managerConfig", "controllerManagerConfigYaml") if kueue else None
@@ -573,6 +609,23 @@ class Kueue:
         """Everything Kueue may admit on `flavor`: the nominal quotas of every queue and cohort."""
         specs = [mapping(get(q.props, "spec")) for q in self.cluster_queues.values()] + list(self.cohorts.values())
         return sum(self._quota(spec, flavor, resource, "nominalQuota") or 0 for spec in specs)
+
+    def provisioning_classes(self, cluster_queue: str, flavor: str) -> set[str]:
+        """The ProvisioningRequest classes Kueue asks for before admitting on `flavor` through
+        `cluster_queue`: its admission checks for that flavor (an empty onFlavors means every
+        flavor; Kueue v1beta2 admissionChecksStrategy), run by the provisioning-request controller."""
+        queue = self.cluster_queues.get(cluster_queue)
+        rules = items(get(queue.props if queue else {}, "spec", "admissionChecksStrategy", "admissionChecks"))
+        classes: set[str] = set()
+        for rule in rules:
+            on = [str(f) for f in items(get(rule, "onFlavors"))]
+            check = self.admission_checks.get(str(get(rule, "name")), {})
+            if (on and flavor not in on) or get(check, "controllerName") != PROVISIONING_REQUEST_CONTROLLER:
+                continue
+            if get(check, "parameters", "kind") == "ProvisioningRequestConfig":
+                config = self.provisioning_configs.get(str(get(check, "parameters", "name")), {})
+                classes.add(str(get(config, "provisioningClassName")))
+        return classes
 
     def admit(self, pod: PodShape, totals: Mapping[str, int]) -> tuple[list[str], str | None, str | None]:
         """(problems, the flavor Kueue admits the job on, the ClusterQueue's key)."""
@@ -716,8 +769,11 @@ def misfits(resources: Sequence[Resource], spec: PlatformSpec) -> list[tuple[str
                     selector = ", ".join(f"{k}={v}" for k, v in admitted.node_selector.items())
                     found[(None, f"{shape}: no node group or node pool has nodes labelled {selector}")] = None
                 quota = kueue.flavor_total(flavor, GPU_RESOURCE)
+                cluster_queue = kueue.local_queues[(pod.namespace, pod.queue)]
                 for views in candidates:
                     for view in views:
-                        for problem in view_problems(view, admitted) + _capacity_problems(view, flavor, quota):
+                        problems = view_problems(view, admitted) + _capacity_problems(view, flavor, quota)
+                        problems += _queued_problems(view, kueue, cluster_queue, flavor)
+                        for problem in problems:
                             found[(view.resource, f"{shape}: {problem}")] = None
     return list(found)

@@ -21,8 +21,10 @@ from trainer.config import PRESETS
 # performance"; Cloud Storage FUSE docs, "Performance and best practices"), and other jobs share
 # them. Measure your own save times, and set `gpu-platform job --grace-period` when they differ.
 CHECKPOINT_WRITE_BYTES_PER_S = 250_000_000
-# Finishing the running step and the all-reduce that tells every rank to stop, plus process
-# start-up costs of the save (opening files, DCP planning).
+# Reaching the next sync step (ranks agree on a stop only there: within the trainer's
+# --log-every steps, docs/trainer.md) and the all-reduce that tells every rank to stop, plus
+# start-up costs of the save (opening files, DCP planning). Runs whose --log-every steps take
+# longer than this need a longer --grace-period.
 STOP_MARGIN_S = 60
 # torchrun's shutdown timeout ends this long before the kubelet's kill, so torchrun can still
 # reap its workers and exit with their status.

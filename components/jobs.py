@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from components import grace, image_ref, naming, node_resources, trainer_args
+from components import grace, image_ref, naming, node_resources, tenancy, trainer_args
+from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
 from components.naming import TRAINER_UID
@@ -226,21 +227,32 @@ def _torchrun(request: JobRequest, host0: str, shutdown_timeout: int, args: list
     ]
 
 
-def _data_volume(spec: PlatformSpec) -> dict[str, Any]:
-    if spec.cloud == "gcp":
-        return {
-            "name": "data",
-            "csi": {
-                "driver": GCS_FUSE_DRIVER,
-                # gcsfuse mounts as root with 0755 folders unless told the owner: the trainer
-                # runs as TRAINER_UID and must write its checkpoints.
-                "volumeAttributes": {
-                    "bucketName": naming.bucket_name(spec),
-                    "mountOptions": f"implicit-dirs,uid={TRAINER_UID},gid={TRAINER_UID}",
-                },
-            },
-        }
-    return {"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}
+def _gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: bool) -> dict[str, Any]:
+    # gcsfuse mounts as root with 0755 folders unless told the owner: the trainer runs as
+    # TRAINER_UID and must write its checkpoints. `only-dir` mounts one folder of the bucket
+    # (GCS FUSE CSI driver docs, mount options): a team's identity may use only its own.
+    options = [f"only-dir={folder}"] if folder else []
+    options += ["implicit-dirs", f"uid={TRAINER_UID}", f"gid={TRAINER_UID}"]
+    csi: dict[str, Any] = {
+        "driver": GCS_FUSE_DRIVER,
+        "volumeAttributes": {"bucketName": naming.bucket_name(spec), "mountOptions": ",".join(options)},
+    }
+    if read_only:
+        csi["readOnly"] = True
+    return {"name": name, "csi": csi}
+
+
+def _data_volumes(spec: PlatformSpec, team: TeamQueue) -> list[dict[str, Any]]:
+    """`data` (the team's checkpoints and metrics) and, where the bucket is mounted per team,
+    `datasets` (read-only, shared by every team)."""
+    if spec.cloud != "gcp":
+        return [{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}]
+    if not spec.scheduling.teams:
+        return [_gcs_volume(spec, "data", None, read_only=False)]
+    return [
+        _gcs_volume(spec, "data", tenancy.team_prefix(team.team).rstrip("/"), read_only=False),
+        _gcs_volume(spec, "datasets", tenancy.DATASETS_PREFIX.rstrip("/"), read_only=True),
+    ]
 
 
 def _efa_devices(pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> int:
@@ -267,12 +279,6 @@ def _shm_size(trainer: Requests | None) -> str:
     return f"{min(max(trainer.memory_mib // 4 // 1024, SHM_MIN_GI), SHM_MAX_GI)}Gi"
 
 
-def _mps_through_gke(spec: PlatformSpec, pool: Pool) -> bool:
-    """GKE's own MPS: clients share the host's IPC namespace, where its MPS daemon lives (GKE docs,
-    "Share GPUs with multiple workloads using NVIDIA MPS": pods run with hostIPC)."""
-    return pool.sharing_mode == "mps" and spec.cloud == "gcp" and spec.device_plugin == "managed"
-
-
 def _container(
     spec: PlatformSpec,
     pool: Pool,
@@ -281,6 +287,7 @@ def _container(
     image: str,
     trainer: Requests | None,
     grace_period: int,
+    team: TeamQueue,
 ) -> dict[str, Any]:
     devices = {GPU_RESOURCE: str(request.gpus_per_node)}
     env: list[dict[str, Any]] = [
@@ -288,6 +295,9 @@ def _container(
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
         {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
     ]
+    if spec.scheduling.teams:
+        # Where in the bucket the team's identity may write (components.tenancy).
+        env.append({"name": "TEAM_PREFIX", "value": tenancy.team_prefix(team.team)})
     efa = _efa_devices(pool, spec_pool, request)
     if efa:
         # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
@@ -300,7 +310,9 @@ def _container(
             "cpu": node_resources.cpu_quantity(trainer.cpu_m),
             "memory": node_resources.memory_quantity(trainer.memory_mib),
         }
-    mounts = [{"name": "data", "mountPath": DATA_MOUNT}]
+    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": DATA_MOUNT}]
+    if any(volume["name"] == "datasets" for volume in _data_volumes(spec, team)):
+        mounts.append({"name": "datasets", "mountPath": tenancy.DATASETS_MOUNT, "readOnly": True})
     if pool.sharing_mode != "mps":
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
@@ -326,9 +338,15 @@ def _container(
 
 
 def _pod_spec(
-    spec: PlatformSpec, pool: Pool, request: JobRequest, container: dict[str, Any], trainer: Requests | None, grace_period: int
+    spec: PlatformSpec,
+    pool: Pool,
+    request: JobRequest,
+    container: dict[str, Any],
+    trainer: Requests | None,
+    grace_period: int,
+    team: TeamQueue,
 ) -> dict[str, Any]:
-    volumes = [_data_volume(spec)]
+    volumes = _data_volumes(spec, team)
     if pool.sharing_mode != "mps":
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(trainer)}})
     pod: dict[str, Any] = {
@@ -359,7 +377,7 @@ def _pod_spec(
                 ]
             }
         }
-    if _mps_through_gke(spec, pool):
+    if mps_through_gke(spec, pool):
         pod["hostIPC"] = True
     return pod
 
@@ -393,7 +411,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     assert preset is not None, "the trainer arguments parsed in _problems"
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
-    container = _container(spec, pool, spec_pool, request, image, trainer, grace_period)
+    container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
     annotations = _pod_annotations(spec)
     return {
         "apiVersion": JOBSET_API,
@@ -441,7 +459,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
                             },
                             "template": {
                                 "metadata": {"annotations": annotations} if annotations else {},
-                                "spec": _pod_spec(spec, pool, request, container, trainer, grace_period),
+                                "spec": _pod_spec(spec, pool, request, container, trainer, grace_period, team),
                             },
                         }
                     },

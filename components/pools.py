@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components import catalog
+from components.capacity import ON_REQUEST, RESERVED, Way
 from components.spec import NodePoolSpec, PlatformSpec, SharingMode
 
 # Label keys we own; the NVIDIA ones are read by the device plugin and GPU feature discovery.
@@ -40,12 +41,28 @@ class Pool:
     gpus_per_node: int
     min_nodes: int
     max_nodes: int
-    capacity: str
+    # How the nodes are obtained (components.capacity).
+    provisioning: Way
     sharing_mode: SharingMode
     # Schedulable `nvidia.com/gpu` per physical GPU: replicas, MIG instances, or 1.
     slots_per_gpu: int
     mig_profile: str | None
     node_selector: dict[str, str]
+
+    @property
+    def spot(self) -> bool:
+        return self.provisioning == "spot"
+
+    @property
+    def reserved(self) -> bool:
+        """Nodes come from a reservation (a capacity reservation or a Capacity Block)."""
+        return self.provisioning in RESERVED
+
+    @property
+    def on_request(self) -> bool:
+        """Nodes exist only while a request is granted (flex-start, queued): the pool's capacity is
+        obtainable on request, never standing."""
+        return self.provisioning in ON_REQUEST
 
     @property
     def device_plugin_config(self) -> str:
@@ -121,7 +138,7 @@ def derive_pool(spec_pool: NodePoolSpec) -> Pool:
         gpus_per_node=gpus,
         min_nodes=spec_pool.min_nodes,
         max_nodes=spec_pool.max_nodes,
-        capacity=spec_pool.capacity,
+        provisioning=spec_pool.way,
         sharing_mode=sharing.mode,
         slots_per_gpu=slots,
         mig_profile=sharing.profile,

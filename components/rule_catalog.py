@@ -151,10 +151,47 @@ RULES: tuple[RuleInfo, ...] = (
         "resource",
     ),
     RuleInfo(
+        "kubernetes-standard-support",
+        "The cluster's Kubernetes minor is in its cloud's standard support today (components.catalog support "
+        "windows): past it, EKS charges extended support or upgrades the cluster, and GKE upgrades it.",
+        "medium",
+        "advisory",
+        "resource",
+    ),
+    RuleInfo(
         "job-fits-pool",
         "On every pool, the largest and the smallest job `gpu-platform job` accepts fit what the stack declares: "
         "the team's Kueue queue, flavor and quota, and a node scaled up from zero (the autoscaler's template and "
         "the real node: extended resources, CPU and memory after reserved share and DaemonSets, labels, taints).",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+)
+
+RULES = RULES + (
+    RuleInfo(
+        "kueue-manages-team-namespaces",
+        "Kueue manages every job in the team namespaces (manageJobsWithoutQueueName with a "
+        "managedJobsNamespaceSelector that selects each team namespace and no system namespace), and each team "
+        "namespace has a `default` LocalQueue for jobs that name none: no job skips its team's quota.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "team-identity-isolated",
+        "Each team's trainer identity reaches only its own data: no IAM statement or bucket grant reaches another "
+        "team's prefix or the whole bucket, no role or Google service account is usable from several team "
+        "namespaces, and a team's volume is bound only in its own namespace.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "team-rbac-namespaced",
+        "Team members are bound only by RoleBindings in their own team's namespace; no ClusterRoleBinding names a "
+        "team's member or group.",
         "high",
         "mandatory",
         "stack",

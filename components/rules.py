@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from components import catalog, fit
-from components.declared import UNKNOWN, Resource
+from components import catalog, fit, tenancy, tenancy_checks
+from components.declared import UNKNOWN, Resource, node_group_instance_types
 from components.declared import get as _get
 from components.declared import items as _items
 from components.declared import mapping as _mapping
-from components.naming import TRAINER_SERVICE_ACCOUNT
+from components.naming import DEFAULT_TEAM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
 from components.rule_catalog import RULES, RULES_BY_ID
 from components.spec import PlatformSpec
@@ -85,6 +86,8 @@ class Context:
     # The stack's spec, for rules that render what it lets teams submit (job-fits-pool);
     # None in contexts built by hand, where such rules have nothing to render.
     spec: PlatformSpec | None = None
+    # The day rules judge dates against (kubernetes-standard-support).
+    today: date = field(default_factory=date.today)
 
 
 def context_of(spec: PlatformSpec) -> Context:
@@ -195,9 +198,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _eks_pool(res: Resource) -> PoolView | None:
+def _eks_pool(res: Resource, resources: Sequence[Resource]) -> PoolView | None:
     props = res.props
-    types = [t for t in _items(_get(props, "instanceTypes")) if isinstance(t, str)]
+    types = node_group_instance_types(res, resources)
     gpus = max((_catalog_gpus(t) for t in types), default=0)
     ami = _get(props, "amiType")
     labelled = POOL_LABEL in _mapping(_get(props, "labels"))
@@ -251,11 +254,11 @@ def _gke_node_range(props: Mapping[str, Any]) -> tuple[int | None, int | None]:
     )
 
 
-def gpu_pools(resources: Iterable[Resource]) -> list[PoolView]:
+def gpu_pools(resources: Sequence[Resource]) -> list[PoolView]:
     """Every EKS node group and GKE node pool whose nodes carry NVIDIA GPUs."""
     views: list[PoolView] = []
     for res in resources:
-        view = _eks_pool(res) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
+        view = _eks_pool(res, resources) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
         if view is not None:
             views.append(view)
     return views
@@ -710,11 +713,78 @@ def _ignored(res: Resource, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}.") for p in res.ignore_changes)
 
 
+# Where each cloud's cluster names its Kubernetes minor: EKS `version`; GKE `minMasterVersion` (the
+# release channel upgrades from there).
+_CLUSTER_VERSIONS: dict[str, tuple[catalog.Cloud, str]] = {EKS_CLUSTER: ("aws", "version"), GKE_CLUSTER: ("gcp", "minMasterVersion")}
+
+
+def kubernetes_standard_support(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    out: list[Violation] = []
+    for res in resources:
+        if res.type not in _CLUSTER_VERSIONS:
+            continue
+        cloud, key = _CLUSTER_VERSIONS[res.type]
+        version = _get(res.props, key)
+        if not isinstance(version, str) or _unknown(version):
+            continue
+        minor = ".".join(version.split(".")[:2])
+        if catalog.in_standard_support(cloud, minor, ctx.today):
+            continue
+        ends = catalog.STANDARD_SUPPORT_ENDS[cloud]
+        current = [v for v in ends if catalog.in_standard_support(cloud, v, ctx.today)]
+        ended = f"left standard support on {ends[minor]}" if minor in ends else "has no known standard support window"
+        out.append(
+            Violation(
+                "kubernetes-standard-support",
+                res.key,
+                f"Kubernetes {minor} {ended} ({'EKS' if cloud == 'aws' else 'GKE'}, judged on {ctx.today}): set "
+                f"cluster.kubernetesVersion to {' or '.join(current) or 'a newer minor'}",
+            )
+        )
+    return out
+
+
 def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
     """Every job `gpu-platform job` accepts can run on what the stack declares (components.fit)."""
     if ctx.spec is None:
         return []
     return [Violation("job-fits-pool", resource, message) for resource, message in fit.misfits(resources, ctx.spec)]
+
+
+def _team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[str]:
+    declared = [team.name for team in ctx.spec.scheduling.teams] if ctx.spec is not None else []
+    return tenancy_checks.team_namespaces(resources, declared)
+
+
+def kueue_manages_team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    teams = _team_namespaces(resources, ctx)
+    if ctx.spec is not None and not ctx.spec.scheduling.teams:
+        teams = [DEFAULT_TEAM]
+    return [
+        Violation("kueue-manages-team-namespaces", key, message)
+        for key, message in tenancy_checks.kueue_management(resources, teams)
+    ]
+
+
+def team_identity_isolated(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    return [
+        Violation("team-identity-isolated", key, message)
+        for key, message in tenancy_checks.identity_isolation(resources, _team_namespaces(resources, ctx))
+    ]
+
+
+def team_rbac_namespaced(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Team subjects as the spec names them (admins excepted: they are cluster-admin by design);
+    EKS team groups are recognised by their prefix without a spec."""
+    members: dict[str, list[str]] = {}
+    if ctx.spec is not None:
+        admins = {subject.name for subject in tenancy.cluster_admin_subjects(ctx.spec)}
+        for team in ctx.spec.scheduling.teams:
+            names = [subject.name for subject in tenancy.team_subjects(ctx.spec, team)]
+            members[team.name] = [name for name in names if name not in admins]
+    return [
+        Violation("team-rbac-namespaced", key, message) for key, message in tenancy_checks.rbac_namespacing(resources, members)
+    ]
 
 
 CHECKS: dict[str, Rule] = {
@@ -733,7 +803,11 @@ CHECKS: dict[str, Rule] = {
     "priority-class-range": priority_class_range,
     "priority-class-autoscaler-cutoff": priority_class_autoscaler_cutoff,
     "autoscaler-drift-ignored": autoscaler_drift_ignored,
+    "kubernetes-standard-support": kubernetes_standard_support,
     "job-fits-pool": job_fits_pool,
+    "kueue-manages-team-namespaces": kueue_manages_team_namespaces,
+    "team-identity-isolated": team_identity_isolated,
+    "team-rbac-namespaced": team_rbac_namespaced,
 }
 
 

@@ -1,8 +1,9 @@
 """The trainer image: built from training_images/ and pushed to the stack's registry.
 
-The tag is derived from the build context's content, so an unchanged trainer is never
-rebuilt or re-pushed, and a changed one always gets a new, immutable tag (ECR repositories
-are created with immutable tags).
+The tag is derived from the build target and the build context's content, so an unchanged
+trainer is never rebuilt or re-pushed, and a changed one, or the other target of the same
+content, always gets a new tag: ECR repositories are created with immutable tags, and ECR refuses
+a second push to a tag, even of another target's image.
 """
 
 from __future__ import annotations
@@ -14,12 +15,20 @@ from pathlib import Path
 import pulumi
 import pulumi_docker_build as docker_build
 
-# training_images/ beside components/ in the repository the program runs from.
-TRAINER_CONTEXT = Path(__file__).resolve().parents[1] / "training_images"
+# The build context: training_images/ of the gpu-platform checkout the program runs in. An
+# installed package has no checkout, so it cannot build the image (context_of gives None).
+CONTEXT_DIR = "training_images"
 
 # Not part of the image: build output and caches that differ between machines.
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".venv", "build", "dist"}
 _SKIPPED_SUFFIXES = (".pyc", ".egg-info")
+
+
+def context_of(root: Path | None) -> Path | None:
+    """The trainer's build context in the checkout at `root`, or None when there is none."""
+    if root is None or not (root / CONTEXT_DIR / "Dockerfile").is_file():
+        return None
+    return root / CONTEXT_DIR
 
 
 def context_files(context: Path) -> list[Path]:
@@ -41,6 +50,16 @@ def content_tag(context: Path) -> str:
     return f"sha-{digest.hexdigest()[:16]}"
 
 
+def image_tag(target: str, context: Path) -> str:
+    """`<target>-sha-<16 hex>`: each build target of each content gets a tag of its own."""
+    return f"{target}-{content_tag(context)}"
+
+
+def build_target(efa: bool) -> str:
+    """training_images/Dockerfile: `trainer-efa` adds libfabric and aws-ofi-nccl for EFA nodes."""
+    return "trainer-efa" if efa else "trainer"
+
+
 @dataclass(frozen=True)
 class RegistryLogin:
     """What a wing hands over so the image can be pushed: repository and credentials."""
@@ -60,19 +79,19 @@ class TrainerImage(pulumi.ComponentResource):
         self,
         name: str,
         registry: RegistryLogin,
+        context: Path,
         efa: bool = False,
-        context: Path = TRAINER_CONTEXT,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-platform:trainer:TrainerImage", name, None, opts)
-        tag = content_tag(context)
+        target = build_target(efa)
+        tag = image_tag(target, context)
         image = docker_build.Image(
             name,
             context=docker_build.BuildContextArgs(location=str(context)),
             dockerfile=docker_build.DockerfileArgs(location=str(context / "Dockerfile")),
             platforms=[docker_build.Platform.LINUX_AMD64],
-            # training_images/Dockerfile: `trainer-efa` adds libfabric and aws-ofi-nccl for EFA nodes.
-            target="trainer-efa" if efa else "trainer",
+            target=target,
             tags=[pulumi.Output.concat(registry.repository_url, ":", tag)],
             push=True,
             registries=[

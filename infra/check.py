@@ -91,12 +91,13 @@ def check_synthesis(spec: PlatformSpec, synthesis: synth.Synthesis) -> StackRepo
     return StackReport(synthesis.stack, synthesis.project, findings + schema, validated, skipped)
 
 
-def summary(reports: list[StackReport]) -> str:
+def summary(reports: list[StackReport], invalid: int = 0) -> str:
+    """The closing line: stacks checked (and how many were invalid), findings by level."""
     counts = {level: sum(1 for r in reports for f in r.findings if f.level == level) for level in ("mandatory", "advisory", "overridden")}
     validated = sum(r.validated for r in reports)
     skipped = sum(r.skipped_custom for r in reports)
     return (
-        f"checked {len(reports)} stack(s): {counts['mandatory']} mandatory, {counts['advisory']} advisory,"
+        f"checked {len(reports)} stack(s){f', {invalid} invalid' if invalid else ''}: {counts['mandatory']} mandatory, {counts['advisory']} advisory,"
         f" {counts['overridden']} overridden; {validated} Kubernetes object(s) validated,"
         f" {skipped} custom resource(s) left to their CRD schema tests"
     )

@@ -2,48 +2,80 @@
 
 Every command runs the real program (infra.program) under the SDK's mock engine, so what it
 shows is what `pulumi up` would declare, without a Pulumi CLI, a cloud account or credentials.
-Exit codes: 0 success, 2 invalid input (spec or usage), 1 anything else, with its cause.
+One exit-code contract for every command (the README's command table states it):
+0 ok; 1 the command's own finding (a mandatory policy violation, an invalid stack in a review),
+or a failure that is not the input's fault (a full disk), with its cause; 2 invalid input of
+any kind (a stack file, a flag, a stack name, a git ref), one line per problem. Never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-from components import jobs
+from components import jobs, trainer_image
 from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import check, program, review, stackfile, summary, synth
-from infra.simulate import command as simulate
-from infra.simulate.trace import TraceError
+from infra import check, output_folder, program, review, stackfile, summary, synth, yamlfile
+from infra.simulate import command as simulate, impact
+from infra.simulate.trace import TraceError, read_rows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INVALID = 2
 
 
-def synthesize(ref: str, root: Path) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
-    """Check the stack file, then run the program on it. Raises SpecError before any resource."""
+class UsageError(Exception):
+    """A flag or argument the command cannot use: invalid input, exit 2."""
+
+
+def synthesize(
+    ref: str, root: Path | None = None
+) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
+    """Check the stack file, then run the program on it. Raises SpecError before any resource.
+
+    `root` is the project folder; by default the checkout the stack file lies in (for a path)
+    or the one around the current folder (for a name), and None outside any checkout.
+    """
+    if root is None:
+        root = stackfile.root_for(ref)
     stack_file = stackfile.read(ref, root)
     spec = stack_file.spec()
-    result = synth.run(
-        program.main, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config()
-    )
+    context = trainer_image.context_of(root)
+    if spec.trainer.image == "build" and spec.cloud != "existing" and context is None:
+        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
+    try:
+        result = synth.run(
+            functools.partial(program.run, context),
+            stackfile.project_name(root),
+            stack_file.stack,
+            stack_file.pulumi_config(),
+            root,
+        )
+    except SpecError as exc:
+        # Problems only the (mock) cloud reveals, such as zones without the instance type.
+        raise SpecError(stack_file.source, exc.problems) from None
     return stack_file, spec, result
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    root = stackfile.project_root()
     started = time.perf_counter()
-    stack_file, spec, result = synthesize(args.stack, root)
-    out_dir = (args.out or root / "build" / "synth") / stack_file.stack
-    synth.write(result, out_dir, summary.markdown(spec, stack_file.stack))
+    stack_file, spec, result = synthesize(args.stack)
+    root = stackfile.root_for(args.stack)
+    out_root = args.out or (root or Path.cwd()) / "build" / "synth"
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: not a folder")
+    out_dir = output_folder.folder(out_root, stack_file.stack)
+    output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack, result)), out_dir)
     elapsed = time.perf_counter() - started
     print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
     print(summary.table(spec))
+    print(summary.stack_line(spec, result))
     print(
         f"{len(result.resources)} resources, {len(result.kubernetes_objects())} Kubernetes objects"
         f" -> {out_dir} ({elapsed:.1f}s)"
@@ -52,8 +84,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
-    root = stackfile.project_root()
-    spec = stackfile.read(args.stack, root).spec()
+    spec = stackfile.read(args.stack, stackfile.root_for(args.stack)).spec()
     request = jobs.JobRequest(
         pool=args.pool,
         nodes=args.nodes,
@@ -71,32 +102,39 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Every named stack (all by default) is checked even after a failure, so one run lists
-    every problem; spec errors exit 2, mandatory violations 1."""
-    root = stackfile.project_root()
+    """Every named stack (all by default) is checked even after an invalid one, so one run lists
+    every problem; invalid stacks exit 2, mandatory violations 1."""
+    refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
-    invalid = False
-    for ref in args.stacks or stackfile.all_stacks(root):
+    invalid = 0
+    for ref in refs:
         try:
-            _, spec, result = synthesize(ref, root)
+            _, spec, result = synthesize(ref)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
-            invalid = True
+            invalid += 1
+            continue
+        except (stackfile.StackFileError, yamlfile.YamlError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            invalid += 1
             continue
         report = check.check_synthesis(spec, result)
         reports.append(report)
         for line in report.lines():
             print(line)
-    print(check.summary(reports), file=sys.stderr)
+    print(check.summary(reports, invalid), file=sys.stderr)
     if invalid:
         return EXIT_INVALID
     return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    root = stackfile.project_root()
-    stack_file, _, result = synthesize(args.stack, root)
-    out_dir = (args.out or root / "build" / "simulate") / stack_file.stack
+    stack_file, _, result = synthesize(args.stack)
+    root = stackfile.root_for(args.stack)
+    out_root = args.out or (root or Path.cwd()) / "build" / "simulate"
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: not a folder")
+    out_dir = output_folder.folder(out_root, stack_file.stack)
     options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
     try:
         sys.stdout.write(simulate.run(stack_file.stack, result, options))
@@ -107,10 +145,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _every_stack() -> list[str]:
+    """The stack files of the checkout around the current folder; none is a usage error."""
+    root = stackfile.find_root(Path.cwd())
+    if root is None:
+        raise UsageError("nothing to check: no gpu-platform checkout (Pulumi.yaml) here or above; name stack files")
+    files = stackfile.stack_files(root)
+    if not files:
+        raise UsageError(f"nothing to check: no stack files in {root / stackfile.STACKS_DIR}; name stacks or stack files")
+    return [str(path) for path in files]
+
+
 def cmd_review(args: argparse.Namespace) -> int:
+    """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
     try:
-        text = review.run(args.base, args.stacks, trace=args.trace)
-    except review.UnknownRefError as exc:
+        rows = read_rows(args.trace) if args.trace else None
+        reviews, sha = review.collect(args.base, args.stacks)
+    except review.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except TraceError as exc:
@@ -119,11 +170,17 @@ def cmd_review(args: argparse.Namespace) -> int:
     except review.ReviewError as exc:
         print(f"error: review failed: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    text = review.render(reviews, args.base, sha)
+    if rows is not None:
+        text += "\n" + impact.section(rows, str(args.trace), reviews)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
     sys.stdout.write(text)
-    return EXIT_OK
+    invalid = [r for r in reviews if r.status == "invalid"]
+    for r in invalid:
+        print(f"error: {r.stack}: invalid ({review.invalid_sides(r)}); the report shows its errors", file=sys.stderr)
+    return EXIT_FAILURE if invalid else EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -230,9 +287,14 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID
-    except stackfile.StackFileError as exc:
+    except (stackfile.StackFileError, yamlfile.YamlError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except output_folder.OutputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: a cause, never a traceback
         print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -241,4 +303,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entrypoint() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed the pipe early (`gpu-platform schema | head -3`): it has what it
+        # wanted. Point stdout at /dev/null so the interpreter's final flush stays quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)

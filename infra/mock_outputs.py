@@ -2,13 +2,17 @@
 
 One table, keyed by type token (resources) or function token (invokes), so each wing adds
 the outputs its program reads (endpoints, ARNs, zones) in one place. Strings may use
-`{name}` (the resource's name), `{region}` (the stack's aws:region or gcp:region) and
-`{project}` (the stack's gcp:project).
+`{name}` (the resource's name), `{region}` (the stack's aws:region or gcp:region),
+`{project}` (the stack's gcp:project) and `{inputs.PATH}` (a declared input, `tags.0` for the
+first tag; the resource's name where the input is not declared, as Pulumi autonames it). A cloud
+derives names and URLs from what was declared, so the mock does too: an ECR repository declared
+as `ml-dev/trainer` answers `.../ml-dev/trainer`, whatever its Pulumi name.
 Everything here is visibly fake: account 000000000000, hosts under `.mock.internal`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pulumi
@@ -20,7 +24,7 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "endpoint": "https://{name}.eks.{region}.mock.internal",
         "certificateAuthority": {"data": "bW9jay1jbHVzdGVyLWNh"},
         "identities": [{"oidcs": [{"issuer": "https://oidc.eks.{region}.mock.internal/id/{name}"}]}],
-        "version": "1.33",
+        "version": "1.35",
         "vpcConfig": {"clusterSecurityGroupId": "sg-{name}-cluster"},
     },
     # A managed node group's ASG: eks-<node group name>-<uuid>.
@@ -33,22 +37,26 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}"},
     "aws:kms/key:Key": {"arn": "arn:aws:kms:{region}:" + MOCK_ACCOUNT + ":key/{name}", "keyId": "{name}"},
-    "aws:ecr/repository:Repository": {"repositoryUrl": MOCK_ACCOUNT + ".dkr.ecr.{region}.mock.internal/{name}"},
-    # Data buckets are declared under their bucket name.
-    "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{name}"},
-    "docker-build:index:Image": {"ref": "registry.mock.internal/{name}@sha256:" + "0" * 64, "digest": "sha256:" + "0" * 64},
+    # <account>.dkr.ecr.<region>.amazonaws.com/<repository name> (ECR Repository.repositoryUri).
+    "aws:ecr/repository:Repository": {
+        "repositoryUrl": MOCK_ACCOUNT + ".dkr.ecr.{region}.mock.internal/{inputs.name}",
+        "arn": "arn:aws:ecr:{region}:" + MOCK_ACCOUNT + ":repository/{inputs.name}",
+    },
+    "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{inputs.bucket}"},
+    # docker-build Image.ref: "a single fully-qualified tag including the build's digest" once pushed.
+    "docker-build:index:Image": {"ref": "{inputs.tags.0}@sha256:" + "0" * 64, "digest": "sha256:" + "0" * 64},
     "gcp:container/cluster:Cluster": {
         "endpoint": "10.0.0.2",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jbHVzdGVyLWNh"},
     },
-    # The GCP wing names each of these resources after its cloud name (account id, repository id).
     "gcp:serviceaccount/account:Account": {
-        "email": "{name}@{project}.iam.gserviceaccount.com",
-        "member": "serviceAccount:{name}@{project}.iam.gserviceaccount.com",
-        "name": "projects/{project}/serviceAccounts/{name}@{project}.iam.gserviceaccount.com",
+        "email": "{inputs.accountId}@{project}.iam.gserviceaccount.com",
+        "member": "serviceAccount:{inputs.accountId}@{project}.iam.gserviceaccount.com",
+        "name": "projects/{project}/serviceAccounts/{inputs.accountId}@{project}.iam.gserviceaccount.com",
     },
+    # <location>-docker.pkg.dev/<project>/<repository id> (Artifact Registry Repository.registryUri).
     "gcp:artifactregistry/repository:Repository": {
-        "registryUri": "{region}-docker.pkg.dev/{project}/{name}",
+        "registryUri": "{region}-docker.pkg.dev/{project}/{inputs.repositoryId}",
     },
 }
 
@@ -81,6 +89,31 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# EC2 instance type offerings by availability zone, as zone letters of the stack's region
+# (aws.ec2.get_instance_type_offerings with location type availability-zone). Fake, like everything
+# here, but shaped like real regions: the largest GPU types are offered in a few zones only. Types
+# not listed are offered in zones a to f.
+INSTANCE_TYPE_ZONES: dict[str, str] = {
+    "p4d.24xlarge": "ab",
+    "p4de.24xlarge": "b",
+    "p5.48xlarge": "bc",
+    "p5e.48xlarge": "c",
+    "p5en.48xlarge": "c",
+    "p6-b200.48xlarge": "b",
+}
+_EVERY_ZONE = "abcdef"
+_OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+
+
+def _offerings(args: dict[str, Any]) -> dict[str, Any]:
+    """The zones offering the instance types an `instance-type` filter names."""
+    types = [v for f in args.get("filters") or [] if f.get("name") == "instance-type" for v in f.get("values", [])]
+    region = _region()
+    locations = sorted({f"{region}{letter}" for t in types for letter in INSTANCE_TYPE_ZONES.get(t, _EVERY_ZONE)})
+    return {"locations": locations, "instanceTypes": [t for t in types for _ in INSTANCE_TYPE_ZONES.get(t, _EVERY_ZONE)],
+            "locationTypes": ["availability-zone"] * len(locations), "id": region}
+
+
 def _region() -> str:
     return pulumi.Config("aws").get("region") or pulumi.Config("gcp").get("region") or "mock-region-1"
 
@@ -89,21 +122,40 @@ def _project() -> str:
     return pulumi.Config("gcp").get("project") or "mock-project"
 
 
-def _fill(value: Any, name: str, region: str) -> Any:
+_INPUT = re.compile(r"\{inputs\.([A-Za-z0-9_.]+)\}")
+
+
+def _input(inputs: dict[str, Any], path: str, name: str) -> str:
+    """The declared input at `path` (`tags.0`), or `name` where it is not declared."""
+    value: Any = inputs
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return name
+    return value if isinstance(value, str) else name
+
+
+def _fill(value: Any, name: str, region: str, inputs: dict[str, Any]) -> Any:
     if isinstance(value, str):
+        value = _INPUT.sub(lambda m: _input(inputs, m.group(1), name), value)
         return value.replace("{name}", name).replace("{region}", region).replace("{project}", _project())
     if isinstance(value, list):
-        return [_fill(v, name, region) for v in value]
+        return [_fill(v, name, region, inputs) for v in value]
     if isinstance(value, dict):
-        return {k: _fill(v, name, region) for k, v in value.items()}
+        return {k: _fill(v, name, region, inputs) for k, v in value.items()}
     return value
 
 
-def resource_outputs(type_token: str, name: str) -> dict[str, Any]:
+def resource_outputs(type_token: str, name: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     package = type_token.split(":", 1)[0]
     template = {**PACKAGE_OUTPUTS.get(package, {}), **RESOURCE_OUTPUTS.get(type_token, {})}
-    return _fill(template, name, _region())
+    return _fill(template, name, _region(), inputs or {})
 
 
-def call_result(token: str) -> dict[str, Any]:
-    return _fill(CALL_RESULTS.get(token, {}), "", _region())
+def call_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
+    if token == _OFFERINGS:
+        return _offerings(args)
+    return _fill(CALL_RESULTS.get(token, {}), "", _region(), {})

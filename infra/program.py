@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -16,23 +17,49 @@ from components.pools import Pool, derive_pools
 from components.spec import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
+    DeployTimeProblems,
     PlatformSpec,
     SpecError,
     parse_spec,
     region_namespace,
 )
-from components.trainer_image import RegistryLogin, TrainerImage
+from components.trainer_image import CONTEXT_DIR, RegistryLogin, TrainerImage, context_of
+from infra import stackfile
+
+NO_TRAINER_CONTEXT = (
+    f"platform.trainer.image: `build` builds {CONTEXT_DIR}/ of a gpu-platform checkout, and there is none"
+    " here: run from a checkout, or set trainer.image to a pushed image"
+)
+
+
+class StackFileError(SpecError, pulumi.RunError):
+    """A stack file problem found while the program runs: `pulumi up` prints it alone (a RunError
+    ends the program without a traceback), and the offline CLI reports it as a SpecError (exit 2)."""
 
 
 def main() -> None:
+    """`pulumi up`: the checkout is the folder above the program (Pulumi runs it in infra/)."""
+    run(context_of(stackfile.find_root(Path.cwd())))
+
+
+def run(trainer_context: Path | None) -> None:
+    """The program, given the trainer's build context (None outside a checkout)."""
     spec = load_spec()
-    for name, value in build_platform(spec).items():
+    try:
+        outputs = build_platform(spec, trainer_context)
+    except DeployTimeProblems as exc:
+        raise StackFileError(stack_source(), exc.problems) from None
+    for name, value in outputs.items():
         pulumi.export(name, value)
+
+
+def stack_source() -> str:
+    return f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
 
 
 def load_spec() -> PlatformSpec:
     """The stack's spec; an invalid one stops the program before any resource is declared."""
-    source = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    source = stack_source()
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
     namespace = region_namespace(raw)
     region = pulumi.Config(namespace).get("region") if namespace else None
@@ -43,7 +70,7 @@ def load_spec() -> PlatformSpec:
         raise pulumi.RunError(str(exc)) from None
 
 
-def build_platform(spec: PlatformSpec) -> dict[str, Any]:
+def build_platform(spec: PlatformSpec, trainer_context: Path | None = None) -> dict[str, Any]:
     pools = derive_pools(spec)
     outputs: dict[str, Any] = {
         "cloud": spec.cloud,
@@ -66,9 +93,12 @@ def build_platform(spec: PlatformSpec) -> dict[str, Any]:
     )
     outputs.update(layer.exports)
     if spec.trainer.image == "build" and cluster.registry is not None:
+        if trainer_context is None:
+            raise pulumi.RunError(NO_TRAINER_CONTEXT)
         image = TrainerImage(
             resource_name(spec, "trainer"),
             registry=cluster.registry,
+            context=trainer_context,
             efa=any(pool.efa for pool in spec.node_pools),
         )
         outputs["trainerImage"] = image.ref
@@ -83,8 +113,8 @@ class Cluster:
     provider: k8s.Provider
     ready: list[pulumi.Resource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
-    # Bind the trainer's Kubernetes account to the cloud identity that may use the bucket.
-    trainer_annotations: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    # Per team namespace: bind its `trainer` Kubernetes account to the team's cloud identity.
+    trainer_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
     # The cloud runs its own DCGM collector (GKE managed DCGM metrics).
     collects_dcgm: bool = False
     # Where `trainer.image: build` pushes; None on existing clusters.
@@ -109,7 +139,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
             platform.provider,
             platform.ready,
             platform.outputs,
-            trainer_annotations=dict(platform.trainer_annotations),
+            trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
             registry=platform.registry,
             data_volume=platform.data_volume,
         )
@@ -125,7 +155,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         platform.provider,
         platform.ready,
         platform.outputs,
-        trainer_annotations=dict(platform.trainer_annotations),
+        trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
         collects_dcgm=spec.monitoring.dcgm,
         registry=platform.registry,
     )

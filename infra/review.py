@@ -29,7 +29,6 @@ from components import catalog, rules
 from components.rule_catalog import RULES
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, SpecError, parse_spec
 from infra import check, stackfile, synth
-from infra.simulate import impact, trace as job_trace
 
 # Input properties whose change makes the provider replace the resource rather than update it,
 # by type token (engine camelCase paths; a path covers everything below it). Sources: the
@@ -109,12 +108,16 @@ KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
 
 # Spec fields of a pool whose change replaces the pool's node group (EKS) or node pool (GKE):
 # instance type and capacity type are ForceNew on both; on GKE the sharing mode lives in the
-# guest accelerator config, which is ForceNew too.
+# guest accelerator config, and flex-start, queued provisioning and the reservation affinity in
+# the node config, all ForceNew too.
 POOL_REPLACING_FIELDS: dict[str, tuple[str, ...]] = {
-    "aws": ("instanceType", "gpusPerNode", "capacity"),
-    "gcp": ("instanceType", "gpusPerNode", "capacity", "sharing"),
+    "aws": ("instanceType", "gpusPerNode", "capacity", "provisioning"),
+    "gcp": ("instanceType", "gpusPerNode", "capacity", "provisioning", "reservation", "sharing"),
     "existing": (),
 }
+
+# The resources that hold a pool's nodes: a replaced pool is one of these replaced.
+POOL_RESOURCE_TYPES = (rules.EKS_NODE_GROUP, rules.GKE_NODE_POOL)
 
 # Runs in the tree under review, with that tree's code first on sys.path. It uses only APIs the
 # spine has had from the start (infra.cli.synthesize, infra.stackfile, components.pools), so a
@@ -133,14 +136,16 @@ for rel in json.loads(sys.argv[2]):
     path = root / rel
     if not path.is_file():
         continue
-    stack = stackfile.stack_name(path)
+    stack = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     try:
         stack_file, spec, synthesis = cli.synthesize(str(path), root)
     except SpecError as exc:
         out[stack] = {"error": exc.render()}
         continue
     except Exception as exc:
-        out[stack] = {"error": f"synth failed: {type(exc).__name__}: {exc}"}
+        # Stack file and YAML errors (StackFileError, YamlError) are the input's own lines.
+        input_error = type(exc).__name__ in ("StackFileError", "YamlError")
+        out[stack] = {"error": str(exc) if input_error else f"synth failed: {type(exc).__name__}: {exc}"}
         continue
     out[stack] = {
         "project": synthesis.project,
@@ -155,7 +160,8 @@ for rel in json.loads(sys.argv[2]):
                 "gpusPerNode": p.gpus_per_node,
                 "minNodes": p.min_nodes,
                 "maxNodes": p.max_nodes,
-                "capacity": p.capacity,
+                # Pools named it `capacity` before `provisioning` existed.
+                "capacity": getattr(p, "provisioning", None) or getattr(p, "capacity", None),
                 "sharing": p.sharing_mode if p.sharing_mode == "none" else f"{p.sharing_mode} x{p.slots_per_gpu}",
                 "usdPerNodeHour": p.usd_per_node_hour,
             }
@@ -170,8 +176,8 @@ class ReviewError(Exception):
     """A review that cannot run: not a git repository, a tree that fails to load."""
 
 
-class UnknownRefError(ReviewError):
-    """--base names no commit of the repository: a usage error."""
+class UsageError(ReviewError):
+    """A review asked of something that is not there (a ref, a stack, a repository): exit 2."""
 
 
 # --- the two trees ------------------------------------------------------------------------
@@ -188,7 +194,7 @@ def resolve_commit(repo: Path, ref: str) -> str:
     try:
         return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     except ReviewError:
-        raise UnknownRefError(f"--base {ref}: not a commit of this repository") from None
+        raise UsageError(f"--base {ref}: not a commit of this repository") from None
 
 
 @contextmanager
@@ -402,11 +408,26 @@ class StackReview:
     outputs: list[Change] = field(default_factory=list)
     pools: list[PoolChange] = field(default_factory=list)
     findings: list[rules.Finding] = field(default_factory=list)
-    error: str = ""
+    # The spec or stack-file errors of a side that does not synthesize.
+    base_error: str = ""
+    head_error: str = ""
 
     @property
     def replacements(self) -> int:
-        return sum(1 for c in self.changed if c.replacing) + sum(1 for p in self.pools if p.replacing)
+        """Resources replaced, each once: a pool's replacement is its node group's (node pool's)."""
+        alone = [p for p in self.pools if p.replacing and self.pool_resource(p.name) is None]
+        return sum(1 for c in self.changed if c.replacing) + len(alone)
+
+    def pool_resource(self, pool: str) -> ResourceChange | None:
+        """The replaced EKS node group or GKE node pool of a pool: named `<cluster>-<pool>` by
+        both wings, as every resource name derives from the spec."""
+        platform = (self.head or self.base or {}).get("config", {}).get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}") or {}
+        name = f"{(platform.get('cluster') or {}).get('name', '')}-{pool}"
+        for change in self.changed:
+            type_token, resource = change.key.split("::", 1)
+            if change.replacing and type_token in POOL_RESOURCE_TYPES and resource == name:
+                return change
+        return None
 
     @property
     def cloud(self) -> str:
@@ -415,9 +436,20 @@ class StackReview:
 
 
 def review_stack(stack: str, base: dict[str, Any] | None, head: dict[str, Any] | None) -> StackReview:
-    if head is not None and "error" in head:
-        return StackReview(stack, "invalid", base, head, error=head["error"])
-    before = base if base is not None and "error" not in base else None
+    """The review of one stack. A side that does not synthesize makes the stack invalid: with
+    nothing to compare, no capacity, resource or policy figure is shown for it."""
+    base_error = (base or {}).get("error", "")
+    head_error = (head or {}).get("error", "")
+    if base_error or head_error:
+        return StackReview(
+            stack,
+            "invalid",
+            None if base_error else base,
+            None if head_error else head,
+            base_error=base_error,
+            head_error=head_error,
+        )
+    before = base
     review = StackReview(stack, "changed", before, head)
     old_resources = before["resources"] if before else []
     new_resources = head["resources"] if head else []
@@ -528,8 +560,9 @@ def _plain(value: Any) -> str:
 
 def _replacement_lines(review: StackReview) -> list[str]:
     lines = []
+    covered = {r.key for p in review.pools if p.replacing and (r := review.pool_resource(p.name))}
     for change in review.changed:
-        if change.replacing:
+        if change.replacing and change.key not in covered:
             paths = ", ".join(f"`{p}`" for p in change.replacing)
             lines.append(f"> - `{change.key}` is **replaced** (deleted and created again): {paths} changed")
     for pool in review.pools:
@@ -537,8 +570,10 @@ def _replacement_lines(review: StackReview) -> list[str]:
             fields = ", ".join(
                 f"`{c.path}` {_plain(c.before)} → {_plain(c.after)}" for c in pool.changes if c.path in pool.replacing
             )
+            resource = review.pool_resource(pool.name)
+            held_by = f" (`{resource.key}`)" if resource else ""
             lines.append(
-                f"> - pool `{pool.name}`: {fields} replaces the pool's node group / node pool:"
+                f"> - pool `{pool.name}`: {fields} replaces the pool's node group / node pool{held_by}:"
                 " its nodes are recreated and running pods evicted"
             )
     return ["> [!WARNING]", "> **Replacements**", *lines] if lines else []
@@ -603,12 +638,26 @@ def _mark_ancestors(key: str, table: dict[str, dict[str, Any]], ids: dict[str, s
         parent = table[parent]["parent"] if parent in table else None
 
 
+def _invalid_lines(review: StackReview) -> list[str]:
+    lines = [f"### `{review.stack}`: invalid", ""]
+    for side, error in (("at the base", review.base_error), ("in the working tree", review.head_error)):
+        if error:
+            lines += [f"The stack file {side} is invalid; nothing was synthesized or compared:", "", "```", error, "```", ""]
+    return lines
+
+
+def invalid_sides(review: StackReview) -> str:
+    """`base`, `working tree` or both, for the summary table."""
+    sides = [name for name, error in (("base", review.base_error), ("working tree", review.head_error)) if error]
+    return " and ".join(sides)
+
+
 def render_stack(review: StackReview) -> list[str]:
     platform = (review.head or review.base or {}).get("config", {}).get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}") or {}
     cluster = (platform.get("cluster") or {}).get("name", "")
     title = f"### `{review.stack}`: {review.status} ({platform.get('cloud', '?')} {platform.get('environment', '?')}, cluster {cluster})"
     if review.status == "invalid":
-        return [title, "", "The stack file is invalid; nothing was synthesized:", "", "```", review.error, "```", ""]
+        return _invalid_lines(review)
     lines = [title, ""]
     if review.status == "removed":
         lines += [
@@ -662,9 +711,12 @@ def render(reviews: list[StackReview], base_ref: str, sha: str) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         for r in changed:
+            if r.status == "invalid":
+                lines.append(f"| `{r.stack}` | invalid ({invalid_sides(r)}) | - | - | - | - | - |")
+                continue
             before = capacity((r.base or {}).get("pools", []))
             after = capacity((r.head or {}).get("pools", []))
-            counts = f"+{len(r.added)} −{len(r.removed)} ~{len(r.changed)}" if r.status != "invalid" else "-"
+            counts = f"+{len(r.added)} −{len(r.removed)} ~{len(r.changed)}"
             lines.append(
                 f"| `{r.stack}` | {r.status} | {counts} | {r.replacements} | {_delta_int(before.max_gpus, after.max_gpus)}"
                 f" | {_delta_usd(before.usd_max, after.usd_max)} | {_policy_cell(r.findings) if r.head else '-'} |"
@@ -697,18 +749,23 @@ def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
         path = stackfile.resolve(ref, root).resolve()
         stackfile.stack_name(path)
         try:
-            out.append(str(path.relative_to(root)))
+            rel = str(path.relative_to(root))
         except ValueError:
-            raise stackfile.StackFileError(f"{ref}: not a stack file of this repository ({root})") from None
+            raise UsageError(f"{ref}: not a stack file of this repository ({root})") from None
+        if not any((tree / rel).is_file() for tree in trees):
+            raise UsageError(f"{ref}: no stack file {rel} in the working tree or at the base")
+        out.append(rel)
     return sorted(set(out))
 
 
-def run(base_ref: str, refs: list[str], cwd: Path | None = None, trace: Path | None = None) -> str:
-    """The Markdown review of the working tree of the repository at `cwd` against `base_ref`;
-    with a job trace, its Capacity impact section too (infra.simulate.impact)."""
-    rows = job_trace.read_rows(trace) if trace is not None else None
+def collect(base_ref: str, refs: list[str], cwd: Path | None = None) -> tuple[list[StackReview], str]:
+    """The review of each stack of the repository at `cwd` against `base_ref`, and the base's
+    commit."""
     root = stackfile.project_root(cwd)
-    top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
+    try:
+        top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
+    except ReviewError:
+        raise UsageError(f"{root}: not in a git repository; review compares git commits") from None
     inner = root.relative_to(top)
     sha = resolve_commit(top, base_ref)
     with base_worktree(top, sha) as base_top:
@@ -716,8 +773,10 @@ def run(base_ref: str, refs: list[str], cwd: Path | None = None, trace: Path | N
         rels = stack_paths(refs, root, [base_root, root])
         snaps = snapshots({"base": base_root, "working": root}, rels)
     stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
-    reviews = [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks]
-    text = render(reviews, base_ref, sha)
-    if rows is not None:
-        text += "\n" + impact.markdown(rows, str(trace), snaps["base"], snaps["working"])
-    return text
+    return [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks], sha
+
+
+def run(base_ref: str, refs: list[str], cwd: Path | None = None) -> str:
+    """The Markdown review of the working tree of the repository at `cwd` against `base_ref`."""
+    reviews, sha = collect(base_ref, refs, cwd)
+    return render(reviews, base_ref, sha)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from components.spec import (
     CONFIG_KEY,
@@ -24,8 +23,17 @@ from components.spec import (
     region_namespace,
     region_problems,
 )
+from infra import yamlfile
 
 STACKS_DIR = "stacks"
+# The Pulumi project's name (Pulumi.yaml `name`), for a stack file outside any checkout.
+PROJECT_NAME = "gpu-platform"
+
+# Pulumi's own rule for a stack name: 1-100 letters, digits, `_`, `.` or `-` (pulumi/pulumi
+# pkg/backend, validateStackName: `^[A-Za-z0-9_.-]{1,100}$`). The name also names the synth
+# output folder, so `.` and `..`, which Pulumi's pattern lets through, are refused as well.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+PATH_STEPS = (".", "..")
 
 
 class StackFileError(Exception):
@@ -40,11 +48,8 @@ class StackFile:
 
     @property
     def source(self) -> str:
-        """The path as users wrote it or as it sits in the repo, for error messages."""
-        try:
-            return os.path.relpath(self.path)
-        except ValueError:
-            return str(self.path)
+        """The path as error messages show it (relative to the current folder below it)."""
+        return yamlfile.shown(self.path)
 
     def pulumi_config(self) -> dict[str, str]:
         """Config as the engine hands it to a program: objects as JSON strings."""
@@ -90,48 +95,112 @@ class StackFile:
         return value if namespace and not region_problems(namespace, value) else None
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The nearest folder holding Pulumi.yaml, from the current directory up."""
-    here = (start or Path.cwd()).resolve()
+def find_root(start: Path) -> Path | None:
+    """The project folder: the nearest folder holding Pulumi.yaml, from `start` up; None
+    outside a checkout."""
+    here = start.resolve()
     for folder in (here, *here.parents):
         if (folder / "Pulumi.yaml").is_file():
             return folder
-    raise StackFileError(f"no Pulumi.yaml in {here} or above: run this inside the gpu-platform repository")
+    return None
 
 
-def project_name(root: Path) -> str:
-    return str(yaml.safe_load((root / "Pulumi.yaml").read_text())["name"])
+def project_root(start: Path | None = None) -> Path:
+    """The project folder above `start` (the current folder), for what needs a checkout."""
+    here = start or Path.cwd()
+    root = find_root(here)
+    if root is None:
+        raise StackFileError(f"no Pulumi.yaml in {here.resolve()} or above: run this inside a gpu-platform checkout")
+    return root
 
 
-def resolve(ref: str, root: Path) -> Path:
-    """A stack name (`dev-aws`) means stacks/Pulumi.dev-aws.yaml; anything else is a path."""
-    candidate = Path(ref)
-    if candidate.suffix in (".yaml", ".yml") or os.sep in ref:
-        return candidate
+def root_for(ref: str) -> Path | None:
+    """The project a stack reference belongs to: for a path, the checkout the file lies in (None
+    when it lies in none: an installed package works on its own); for a name, the checkout
+    around the current folder, whose stacks/ holds it."""
+    if is_path(ref):
+        return find_root(Path(ref).parent)
+    root = find_root(Path.cwd())
+    if root is None:
+        raise StackFileError(
+            f"{ref}: a stack name needs a gpu-platform checkout (Pulumi.yaml) here or above;"
+            f" outside one, give the stack file's path (e.g. ./Pulumi.{ref}.yaml)"
+        )
+    return root
+
+
+def project_name(root: Path | None) -> str:
+    """The Pulumi project's name: from the checkout's Pulumi.yaml, or this package's own."""
+    if root is None:
+        return PROJECT_NAME
+    path = root / "Pulumi.yaml"
+    document = yamlfile.load(path)
+    if not isinstance(document, dict) or not isinstance(document.get("name"), str):
+        raise StackFileError(f"{yamlfile.shown(path)}: expected a mapping with a `name:` string (the project's name)")
+    return document["name"]
+
+
+def is_path(ref: str) -> bool:
+    """A stack reference is a path when it names a YAML file or a folder; else a stack name."""
+    return Path(ref).suffix in (".yaml", ".yml") or os.sep in ref
+
+
+def resolve(ref: str, root: Path | None) -> Path:
+    """A stack name (`dev-aws`) means <root>/stacks/Pulumi.dev-aws.yaml; anything else is a path."""
+    if is_path(ref):
+        return Path(ref)
+    if root is None:
+        raise StackFileError(f"{ref}: a stack name needs a gpu-platform checkout; give the stack file's path")
     return root / STACKS_DIR / f"Pulumi.{ref}.yaml"
 
 
 def stack_name(path: Path) -> str:
+    """The stack a file is for (`Pulumi.<stack>.yaml`), refused unless Pulumi accepts the name."""
     name = path.name
     if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
-        raise StackFileError(f"{path}: a stack file is named Pulumi.<stack>.yaml")
-    return name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        raise StackFileError(f"{yamlfile.shown(path)}: a stack file is named Pulumi.<stack>.yaml")
+    stack = name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    problem = stack_name_problem(stack)
+    if problem:
+        raise StackFileError(f"{yamlfile.shown(path)}: {problem}")
+    return stack
 
 
-def read(ref: str, root: Path) -> StackFile:
+def stack_name_problem(stack: str) -> str | None:
+    """Why `stack` is not a stack name, or None when it is one."""
+    if STACK_NAME.fullmatch(stack) and stack not in PATH_STEPS:
+        return None
+    return (
+        f"stack name {stack!r} is not allowed: a stack name is 1-100 letters, digits, '_', '.' or '-',"
+        " and not '.' or '..'"
+    )
+
+
+def read(ref: str, root: Path | None) -> StackFile:
     path = resolve(ref, root)
     stack = stack_name(path)
-    if not path.is_file():
-        known = ", ".join(all_stacks(root)) or "none"
-        raise StackFileError(f"{path}: no such stack file (stacks here: {known})")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
+    if path.is_dir():
+        raise StackFileError(f"{yamlfile.shown(path)}: a folder, not a stack file")
+    if not path.exists():
+        known = ", ".join(_stem(p) for p in stack_files(root)) if root else ""
+        raise StackFileError(f"{yamlfile.shown(path)}: no such stack file (stacks here: {known or 'none'})")
+    document = yamlfile.load(path)
+    if document is None:
+        document = {}
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
-        raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
+        raise StackFileError(f"{yamlfile.shown(path)}: expected a mapping with a `config:` mapping")
     return StackFile(path=path, stack=stack, config=dict(document.get("config") or {}))
 
 
+def stack_files(root: Path) -> list[Path]:
+    """The stack files under the project's stacks/, sorted."""
+    return sorted((root / STACKS_DIR).glob("Pulumi.*.yaml"))
+
+
+def _stem(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+
+
 def all_stacks(root: Path) -> list[str]:
-    return sorted(stack_name(p) for p in (root / STACKS_DIR).glob("Pulumi.*.yaml"))
+    """The names of the project's stacks; a file whose name is not a stack name is an error."""
+    return [stack_name(p) for p in stack_files(root)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,11 +92,11 @@ def _clean(value: Any) -> Any:
 
 class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name)}
+        return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name, args.inputs)}
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         # No failures: an empty list, as the SDK's mock monitor iterates it (None raises).
-        return mock_outputs.call_result(args.token), []
+        return mock_outputs.call_result(args.token, dict(args.args)), []
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -146,8 +147,13 @@ class RecordingMonitor(mocks.MockMonitor):
         return sorted(out, key=lambda r: (r["type"], r["name"]))
 
 
-def run(program: Callable[[], None], project: str, stack: str, config: dict[str, str]) -> Synthesis:
-    """Run `program` once under mocks with `config`; every run starts from a clean runtime."""
+def run(
+    program: Callable[[], None], project: str, stack: str, config: dict[str, str], root: Path | None = None
+) -> Synthesis:
+    """Run `program` once under mocks with `config`; every run starts from a clean runtime.
+
+    Paths under the project `root` (the trainer's build context) are recorded relative to it,
+    so a checkout synthesizes the same wherever it is (review compares two checkouts)."""
     _open_event_loop()
     settings.reset_options(project=project, stack=stack, preview=False)
     set_all_config(config)
@@ -160,7 +166,23 @@ def run(program: Callable[[], None], project: str, stack: str, config: dict[str,
         _sync_await(runtime_stack.run_in_stack(program))
     finally:
         settings.ROOT.set(None)
-    return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+    if root is None:
+        return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+    top = str(root.resolve())
+    return Synthesis(project, stack, _relative(monitor.recorded(), top), _relative(monitor.stack_outputs, top))
+
+
+def _relative(value: Any, top: str) -> Any:
+    """`value` with every string that is the folder `top` or a path below it made relative to it."""
+    if isinstance(value, str):
+        if value == top:
+            return "."
+        return value.removeprefix(top + os.sep) if value.startswith(top + os.sep) else value
+    if isinstance(value, list):
+        return [_relative(v, top) for v in value]
+    if isinstance(value, dict):
+        return {k: _relative(v, top) for k, v in value.items()}
+    return value
 
 
 def _open_event_loop() -> None:
@@ -183,17 +205,11 @@ def manifest_filename(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', 'Object')}_{namespace}_{metadata.get('name', 'unnamed')}.yaml".lower()
 
 
-def write(synthesis: Synthesis, out_dir: Path, summary: str) -> None:
-    """resources.json, outputs.json, manifests/ and summary.md under `out_dir`, replaced whole."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifests = out_dir / "manifests"
-    if manifests.exists():
-        for old in manifests.glob("*.yaml"):
-            old.unlink()
-    manifests.mkdir(exist_ok=True)
+def files(synthesis: Synthesis, summary: str) -> dict[str, str]:
+    """What one synth writes, by path in the stack's output folder: resources.json,
+    outputs.json, one manifests/*.yaml per Kubernetes object, and summary.md."""
     document = {"project": synthesis.project, "stack": synthesis.stack, "resources": synthesis.resources}
-    (out_dir / "resources.json").write_text(_json(document))
-    (out_dir / "outputs.json").write_text(_json(synthesis.outputs))
+    out = {"resources.json": _json(document), "outputs.json": _json(synthesis.outputs), "summary.md": summary}
     for obj in synthesis.kubernetes_objects():
-        (manifests / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=True))
-    (out_dir / "summary.md").write_text(summary)
+        out[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import pytest
 
@@ -127,3 +128,21 @@ def test_bigger_shapes_of_a_family_cost_more_per_node() -> None:
 
 def test_price_note_names_region_and_date() -> None:
     assert "estimate" in catalog.PRICE_NOTE and "us-east-1" in catalog.PRICE_NOTE and "2026" in catalog.PRICE_NOTE
+
+
+# --- Kubernetes support windows -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_the_default_version_is_in_standard_support_on_both_clouds_at_the_pins_date(cloud: catalog.Cloud) -> None:
+    assert catalog.in_standard_support(cloud, catalog.DEFAULT_KUBERNETES_VERSION, date(2026, 12, 2))
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_every_supported_version_has_a_support_window(cloud: catalog.Cloud) -> None:
+    assert set(catalog.STANDARD_SUPPORT_ENDS[cloud]) == set(catalog.SUPPORTED_KUBERNETES_VERSIONS)
+
+
+def test_eks_1_33_left_standard_support_on_2026_07_29() -> None:
+    assert catalog.in_standard_support("aws", "1.33", date(2026, 7, 28))
+    assert not catalog.in_standard_support("aws", "1.33", date(2026, 7, 29))

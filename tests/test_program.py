@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infra.synth import Synthesis
@@ -32,11 +34,15 @@ def test_aws_trainer_accounts_assume_the_bucket_role(synthesized) -> None:
         assert annotations["eks.amazonaws.com/role-arn"].startswith("arn:aws:")
 
 
-def test_gcp_trainer_accounts_impersonate_the_bucket_service_account(synthesized) -> None:
+def test_gcp_trainer_accounts_each_act_as_their_team_s_service_account(synthesized) -> None:
     result = synthesized("dev-gcp")
-    email = result.outputs["trainerServiceAccount"]
-    for annotations in trainer_annotations(result):
-        assert annotations == {"iam.gke.io/gcp-service-account": email}
+    emails = result.outputs["trainerServiceAccounts"]
+    accounts = result.by_type("kubernetes:core/v1:ServiceAccount")
+    assert {a["inputs"]["metadata"]["namespace"] for a in accounts} == set(emails)
+    for account in accounts:
+        namespace = account["inputs"]["metadata"]["namespace"]
+        assert account["inputs"]["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": emails[namespace]}
+    assert len(set(emails.values())) == len(emails)
 
 
 def test_existing_cluster_trainer_accounts_carry_no_cloud_binding(synthesized) -> None:
@@ -51,7 +57,6 @@ def test_gke_collects_dcgm_itself_so_the_exporter_chart_is_skipped(synthesized) 
 
 def synthesize_with_trainer_build(stack: str) -> Synthesis:
     import dataclasses
-    from pathlib import Path
 
     from infra import program, stackfile, synth
 
@@ -72,12 +77,14 @@ def synthesize_with_trainer_build(stack: str) -> Synthesis:
 def test_trainer_build_pushes_a_content_tagged_image_to_the_stack_s_registry(
     stack: str, registry_prefix: str, address: str, username: str
 ) -> None:
-    from components.trainer_image import TRAINER_CONTEXT, content_tag
+    from components.trainer_image import CONTEXT_DIR, content_tag
 
     result = synthesize_with_trainer_build(stack)
     (image,) = result.by_type("docker-build:index:Image")
     (tag,) = image["inputs"]["tags"]
-    assert tag.startswith(registry_prefix) and tag.endswith(f":{content_tag(TRAINER_CONTEXT)}")
+    # No EFA pool in the dev stacks: the plain `trainer` target.
+    context = Path(__file__).resolve().parents[1] / CONTEXT_DIR
+    assert tag.startswith(registry_prefix) and tag.endswith(f":trainer-{content_tag(context)}")
     (login,) = image["inputs"]["registries"]
     assert (login["address"], login["username"], login["password"]) == (address, username, "[secret]")
     assert result.outputs["trainerImage"].endswith("@sha256:" + "0" * 64)

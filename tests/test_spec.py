@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from helpers import platform_of
+
 from components.spec import PlatformSpec, SpecError, parse_spec
 
 SOURCE = "stacks/Pulumi.test.yaml"
@@ -70,7 +72,7 @@ def test_minimal_aws_spec_is_accepted_with_documented_defaults() -> None:
         SOURCE,
     )
     assert isinstance(spec, PlatformSpec)
-    assert spec.cluster.kubernetes_version == "1.33"
+    assert spec.cluster.kubernetes_version == "1.35"
     only = spec.node_pools[0]
     assert (only.min_nodes, only.max_nodes, only.capacity, only.sharing.mode) == (0, 1, "on-demand", "none")
 
@@ -253,26 +255,48 @@ def test_replicas_without_a_sharing_mode_are_rejected() -> None:
     ]
 
 
+def gcp_mig(machine: str, profile: str) -> dict[str, Any]:
+    """dev-gcp with one pool of `machine` partitioned into `profile` (GKE creates the instances)."""
+    raw = platform_of("dev-gcp")
+    raw["nodePools"] = [{"name": "mig", "instanceType": machine, "capacity": "spot", "sharing": {"mode": "mig", "profile": profile}}]
+    raw["scheduling"] = {}
+    return raw
+
+
 def test_mig_on_a_gpu_without_mig_is_rejected() -> None:
-    raw = aws_platform()
-    pool(raw)["sharing"] = {"mode": "mig", "profile": "1g.10gb"}
-    assert problems(raw) == [
+    assert problems(gcp_mig("g2-standard-8", "1g.10gb")) == [
         f"{SOURCE}: platform.nodePools[0].sharing.mode: L4 GPUs have no MIG; use time-slicing or mps"
     ]
 
 
 def test_mig_profile_must_exist_on_the_gpu() -> None:
-    raw = aws_platform()
-    pool(raw).update(instanceType="p4d.24xlarge", capacity="on-demand", sharing={"mode": "mig", "profile": "1g.10gb"})
-    (line,) = problems(raw)
+    (line,) = problems(gcp_mig("a2-highgpu-1g", "1g.10gb"))
     assert line.startswith(f"{SOURCE}: platform.nodePools[0].sharing.profile: A100-40GB has no MIG profile '1g.10gb'")
     assert "1g.5gb" in line
 
 
-def test_mig_with_a_valid_profile_is_accepted() -> None:
+def test_mig_with_a_valid_profile_is_accepted_on_gke() -> None:
+    assert parse_spec(gcp_mig("a3-highgpu-8g", "1g.10gb"), SOURCE).node_pools[0].sharing.profile == "1g.10gb"
+
+
+def test_mig_on_aws_is_refused_for_want_of_a_mig_manager() -> None:
     raw = aws_platform()
-    pool(raw).update(instanceType="p5.48xlarge", sharing={"mode": "mig", "profile": "1g.10gb"})
-    assert parse_spec(raw, SOURCE).node_pools[0].sharing.profile == "1g.10gb"
+    pool(raw).update(instanceType="p5.48xlarge", capacity="on-demand", sharing={"mode": "mig", "profile": "1g.10gb"})
+    assert problems(raw) == [
+        f"{SOURCE}: platform.nodePools[0].sharing.mode: mig on aws needs the GPU Operator's MIG manager to create the"
+        " MIG instances, which this platform does not install: the pool would advertise GPU slots that never appear;"
+        " use time-slicing or mps, or a GKE pool (GKE partitions GPUs itself)"
+    ]
+
+
+def test_mig_on_an_existing_cluster_is_refused_for_want_of_a_mig_manager() -> None:
+    raw = existing_platform()
+    pool(raw)["sharing"] = {"mode": "mig", "profile": "1g.10gb"}
+    assert problems(raw) == [
+        f"{SOURCE}: platform.nodePools[0].sharing.mode: mig on existing needs the GPU Operator's MIG manager to create"
+        " the MIG instances, which this platform does not install: the pool would advertise GPU slots that never"
+        " appear; use time-slicing or mps, or a GKE pool (GKE partitions GPUs itself)"
+    ]
 
 
 # --- instance types -------------------------------------------------------------------------------
@@ -401,3 +425,12 @@ def test_building_the_trainer_needs_a_cloud_registry() -> None:
     raw["trainer"] = {"image": "build"}
     (line,) = problems(raw)
     assert line.startswith(f"{SOURCE}: platform.trainer.image: `build` pushes to the stack's registry")
+
+
+def test_deletion_protection_is_refused_on_an_existing_cluster() -> None:
+    raw = existing_platform()
+    raw["cluster"]["deletionProtection"] = True
+    assert problems(raw) == [
+        f"{SOURCE}: platform.cluster.deletionProtection: only for cloud: aws or gcp; an existing cluster is not the"
+        " stack's to delete"
+    ]

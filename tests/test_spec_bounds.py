@@ -46,7 +46,13 @@ def test_an_eks_node_group_cannot_have_a_maximum_of_zero() -> None:
     dev = platform_of("dev-aws")
     dev["nodePools"][0]["minNodes"] = 0
     dev["nodePools"][0]["maxNodes"] = 0
-    assert "platform.nodePools[0].maxNodes: an EKS managed node group's maximum size is at least 1, got 0" in problems(dev)
+    dev["scheduling"] = {}
+    with pytest.raises(SpecError) as caught:
+        parse_spec(dev, "stacks/Pulumi.test.yaml", "us-west-2")
+    assert caught.value.render().splitlines() == [
+        "stacks/Pulumi.test.yaml: platform.nodePools[0].maxNodes: an EKS managed node group's maximum size is at"
+        " least 1, got 0"
+    ]
 
 
 def test_a_huge_node_count_is_refused_not_synthesized() -> None:

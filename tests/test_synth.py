@@ -109,7 +109,7 @@ def test_inputs_are_camel_case_as_the_engine_receives_them(recorded: synth.Synth
     eks = recorded.one("aws:eks/cluster:Cluster", "eks")["inputs"]
     assert eks["vpcConfig"] == {"subnetIds": ["subnet-1"]}
     # An output of another resource arrives resolved, from the mock outputs table.
-    assert eks["roleArn"] == mock_outputs.resource_outputs("aws:s3/bucket:Bucket", "data")["arn"]
+    assert eks["roleArn"] == mock_outputs.resource_outputs("aws:s3/bucket:Bucket", "data", {"bucket": "data-bucket"})["arn"]
 
 
 def test_secrets_are_masked(recorded: synth.Synthesis) -> None:
@@ -149,10 +149,9 @@ def test_writes_resources_manifests_and_summary(tmp_path: Path) -> None:
     assert "| a100-train | A100-80GB | 8 | 4-4 | 32 | 32 |" in (out / "summary.md").read_text()
 
 
-def test_whole_numbers_are_written_as_integers(tmp_path: Path) -> None:
+def test_whole_numbers_are_written_as_integers() -> None:
     result = synth.run(three_clouds_program, "proj", "ints", {})
-    synth.write(result, tmp_path, "")
-    text = (tmp_path / "outputs.json").read_text()
+    text = synth.files(result, "")["outputs.json"]
     assert '"gpus": 8' in text and "8.0" not in text
 
 
@@ -201,8 +200,8 @@ def test_unknown_gpu_platform_config_key_is_an_error(tmp_path: Path, capsys: pyt
     assert "gpu-platform:platfrom: unknown key" in capsys.readouterr().err
 
 
-def test_missing_stack_file_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["synth", "no-such-stack"]) == 1
+def test_missing_stack_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["synth", "no-such-stack"]) == 2
     err = capsys.readouterr().err
     assert "Pulumi.no-such-stack.yaml: no such stack file" in err and "dev-aws" in err
 
@@ -213,7 +212,7 @@ def test_program_failure_exits_1_with_its_cause(
     def broken() -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(program, "main", broken)
+    monkeypatch.setattr(program, "run", lambda trainer_context: broken())
     assert cli.main(["synth", "onprem", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "synth failed: RuntimeError: boom" in err and "Traceback" not in err
@@ -227,3 +226,14 @@ def test_console_script_runs_cleanly_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "l4-shared" in done.stdout and "total" in done.stdout
+
+
+def test_paths_under_the_project_root_are_recorded_relative_to_it(tmp_path: Path) -> None:
+    def program_with_paths() -> None:
+        aws.s3.Bucket("data", tags={"context": str(tmp_path / "training_images"), "root": str(tmp_path), "other": "/elsewhere"})
+        pulumi.export("context", str(tmp_path / "training_images" / "Dockerfile"))
+
+    result = synth.run(program_with_paths, "proj", "paths", {}, root=tmp_path)
+    tags = result.one("aws:s3/bucket:Bucket", "data")["inputs"]["tags"]
+    assert tags == {"context": "training_images", "root": ".", "other": "/elsewhere"}
+    assert result.outputs["context"] == "training_images/Dockerfile"

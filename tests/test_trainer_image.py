@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pulumi
 
-from components.trainer_image import RegistryLogin, TrainerImage, content_tag
+from components.trainer_image import RegistryLogin, TrainerImage, content_tag, image_tag
 from infra import synth
 
 
@@ -39,7 +39,14 @@ def test_content_tag_ignores_caches(tmp_path: Path) -> None:
     assert content_tag(context) == before
 
 
-def test_image_is_pushed_to_the_registry_with_the_content_tag(tmp_path: Path) -> None:
+def test_the_two_build_targets_of_the_same_content_get_different_tags(tmp_path: Path) -> None:
+    """ECR tags are immutable: switching between trainer and trainer-efa must never reuse a tag."""
+    context = make_context(tmp_path)
+    assert image_tag("trainer", context) != image_tag("trainer-efa", context)
+    assert image_tag("trainer-efa", context) == f"trainer-efa-{content_tag(context)}"
+
+
+def test_image_is_pushed_to_the_registry_with_the_target_and_content_tag(tmp_path: Path) -> None:
     context = make_context(tmp_path)
 
     def program() -> None:
@@ -55,7 +62,7 @@ def test_image_is_pushed_to_the_registry_with_the_content_tag(tmp_path: Path) ->
     image = result.one("docker-build:index:Image", "ml-dev-trainer")
     assert image["parent"] == "gpu-platform:trainer:TrainerImage::ml-dev-trainer"
     inputs = image["inputs"]
-    assert inputs["tags"] == [f"123.dkr.ecr.us-west-2.amazonaws.com/ml-dev-trainer:{content_tag(context)}"]
+    assert inputs["tags"] == [f"123.dkr.ecr.us-west-2.amazonaws.com/ml-dev-trainer:trainer-efa-{content_tag(context)}"]
     assert inputs["push"] is True
     assert inputs["platforms"] == ["linux/amd64"]
     assert inputs["target"] == "trainer-efa"

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components import tenancy
 from components.aws import facts, iam, plan
 from components.aws.nodes import node_launch_template
 from components.spec import PlatformSpec
@@ -112,7 +113,11 @@ class EksCluster(pulumi.ComponentResource):
                 provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
             ),
             enabled_cluster_log_types=list(facts.CONTROL_PLANE_LOG_TYPES),
-            deletion_protection=prod,
+            # Explicit, so a version leaving standard support never moves the cluster into paid
+            # extended support unasked (EKS CreateCluster upgradePolicy; extended is EKS's default).
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=settings.support_type),
+            # EKS refuses DeleteCluster while this is on: docs/aws.md, "Tear down".
+            deletion_protection=spec.cluster.deletion_protected(spec.environment),
             opts=pulumi.ResourceOptions(parent=self, protect=prod, depends_on=[logs, encryption]),
         )
         self.name = self.cluster.name
@@ -127,8 +132,8 @@ class EksCluster(pulumi.ComponentResource):
         )
         self.oidc_provider_arn = oidc.arn
 
-        for admin in settings.admins:
-            self._admin_access(name, admin, account)
+        for access in tenancy.eks_access(spec):
+            self._access(name, access, account)
 
         node_role = self._service_role(f"{name}-node", "ec2.amazonaws.com", facts.NODE_ROLE_POLICIES, account)
         self.node_role_arn = node_role.arn
@@ -239,18 +244,24 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts),
         )
 
-    def _admin_access(self, name: str, principal_arn: str, account: Account) -> None:
-        """Cluster-admin for one IAM principal, through an access entry (no aws-auth ConfigMap)."""
-        principal = principal_arn.rsplit(":", 1)[-1].replace("/", "-")
+    def _access(self, name: str, access: tenancy.EksAccess, account: Account) -> None:
+        """One IAM principal's access entry (no aws-auth ConfigMap): its teams' Kubernetes groups,
+        which the teams' RoleBindings name, and for admins the EKS cluster admin access policy."""
+        principal = access.principal_arn.rsplit(":", 1)[-1].replace("/", "-")
+        # Admin entries keep the resource names they had before teams had members.
+        resource = f"{name}-admin-{principal}" if access.admin else f"{name}-access-{principal}"
         entry = aws.eks.AccessEntry(
-            f"{name}-admin-{principal}",
+            resource,
             cluster_name=self.cluster.name,
-            principal_arn=principal_arn,
+            principal_arn=access.principal_arn,
             type="STANDARD",
+            kubernetes_groups=list(access.groups) or None,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        if not access.admin:
+            return
         aws.eks.AccessPolicyAssociation(
-            f"{name}-admin-{principal}",
+            resource,
             cluster_name=self.cluster.name,
             principal_arn=entry.principal_arn,
             policy_arn=f"arn:{account.partition}:eks::aws:cluster-access-policy/{facts.CLUSTER_ADMIN_ACCESS_POLICY}",

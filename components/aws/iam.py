@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components import tenancy
 from components.aws import facts
 
 Policy = dict[str, Any]
@@ -107,37 +108,47 @@ def cluster_autoscaler_policy(cluster_name: str, partition: str, region: str, ac
     }
 
 
-def trainer_policy(bucket_arn: str, key_arn: str) -> Policy:
-    """Read and write datasets and checkpoints in the one bucket, through its one key."""
-    return {
-        "Version": _VERSION,
-        "Statement": [
-            {
-                "Sid": "ListTheBucket",
-                "Effect": "Allow",
-                "Action": ["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"],
-                "Resource": bucket_arn,
-            },
-            {
-                "Sid": "ReadWriteObjects",
-                "Effect": "Allow",
-                "Action": [
-                    "s3:AbortMultipartUpload",
-                    "s3:DeleteObject",
-                    "s3:GetObject",
-                    "s3:ListMultipartUploadParts",
-                    "s3:PutObject",
-                ],
-                "Resource": f"{bucket_arn}/*",
-            },
-            {
-                "Sid": "UseTheBucketKey",
-                "Effect": "Allow",
-                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                "Resource": key_arn,
-            },
-        ],
-    }
+def trainer_policy(bucket_arn: str, key_arn: str, team: str | None) -> Policy:
+    """A trainer's rights on the bucket, through its one key. A team's role reads and writes only
+    `teams/<team>/` and reads `datasets/`: listing is limited by the `s3:prefix` condition key
+    (S3 docs, "Actions, resources, and condition keys for Amazon S3": ListBucket supports
+    s3:prefix), objects by their ARN. Without teams: the whole bucket."""
+    if team is None:
+        listing: dict[str, Any] = {"Action": ["s3:ListBucket", "s3:ListBucketMultipartUploads"]}
+        read_write = [f"{bucket_arn}/*"]
+        read_only: list[str] = []
+    else:
+        own, shared = tenancy.team_prefix(team), tenancy.DATASETS_PREFIX
+        # ListBucketMultipartUploads has no s3:prefix key (parliament flags it), so a team role
+        # lists only objects.
+        listing = {
+            "Action": "s3:ListBucket",
+            "Condition": {"StringLike": {"s3:prefix": [own, f"{own}*", shared, f"{shared}*"]}},
+        }
+        read_write = [f"{bucket_arn}/{own}*"]
+        read_only = [f"{bucket_arn}/{shared}*"]
+    statements: list[dict[str, Any]] = [
+        {"Sid": "FindTheBucket", "Effect": "Allow", "Action": "s3:GetBucketLocation", "Resource": bucket_arn},
+        {"Sid": "ListOwnObjects", "Effect": "Allow", **listing, "Resource": bucket_arn},
+        {
+            "Sid": "ReadWriteOwnObjects",
+            "Effect": "Allow",
+            "Action": [
+                "s3:AbortMultipartUpload",
+                "s3:DeleteObject",
+                "s3:GetObject",
+                "s3:ListMultipartUploadParts",
+                "s3:PutObject",
+            ],
+            "Resource": read_write,
+        },
+    ]
+    if read_only:
+        statements.append({"Sid": "ReadDatasets", "Effect": "Allow", "Action": "s3:GetObject", "Resource": read_only})
+    statements.append(
+        {"Sid": "UseTheBucketKey", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn}
+    )
+    return {"Version": _VERSION, "Statement": statements}
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> Policy:

@@ -21,11 +21,15 @@ def node_launch_template(
     parent: pulumi.Resource,
     network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None,
     placement_group: pulumi.Input[str] | None = None,
+    reservation: plan.ReservationTarget | None = None,
+    instance_type: str | None = None,
 ) -> aws.ec2.LaunchTemplate:
     """What every node of the platform gets: IMDSv2 only, one hop (pods cannot borrow the
-    node's role), and an encrypted gp3 volume for images and scratch.
+    node's role), and an encrypted gp3 volume for images and scratch; for a reserved pool, the
+    reservation its instances launch into.
 
     No AMI and no user data: EKS picks the AMI from the node group's amiType and bootstraps it.
+    `instance_type` only where EKS reads it from the template (Capacity Blocks).
     """
     return aws.ec2.LaunchTemplate(
         name,
@@ -49,6 +53,23 @@ def node_launch_template(
         ],
         network_interfaces=network_interfaces,
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+        instance_type=instance_type,
+        capacity_reservation_specification=(
+            aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_preference=reservation.preference,
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=reservation.reservation_id,
+                    capacity_reservation_resource_group_arn=reservation.resource_group_arn,
+                ),
+            )
+            if reservation
+            else None
+        ),
+        instance_market_options=(
+            aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type=reservation.market_type)
+            if reservation and reservation.market_type
+            else None
+        ),
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={"Name": name})
             for kind in ("instance", "volume")
@@ -93,16 +114,22 @@ class GpuNodeGroup(pulumi.ComponentResource):
         super().__init__("gpu-platform:aws:GpuNodeGroup", name, None, opts)
         assert pool.instance_type is not None, "AWS pools have a catalog instance type"
         labels = plan.node_labels(pool, spec_pool)
+        reservation = plan.reservation_target(spec_pool)
+        # Where EKS reads the instance type from the launch template (Capacity Blocks), the node
+        # group leaves it out (EKS CreateNodegroup: instance types in one place or the other).
+        template_type = pool.instance_type.name if reservation and reservation.instance_type_in_template else None
 
         interfaces: list[aws.ec2.LaunchTemplateNetworkInterfaceArgs] | None = None
         placement_group: pulumi.Output[str] | None = None
-        if spec_pool.efa:
-            # EFA traffic needs the nodes close together (one zone) and a security group that
-            # lets them reach each other: the cluster security group allows all traffic within.
+        if plan.placement_group(spec_pool):
+            # EFA traffic needs the nodes close together (one zone).
             group = aws.ec2.PlacementGroup(
                 name, name=name, strategy="cluster", opts=pulumi.ResourceOptions(parent=self)
             )
             placement_group = group.name
+        if spec_pool.efa:
+            # A security group that lets the nodes reach each other: the cluster security group
+            # allows all traffic within.
             interfaces = [
                 aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                     network_card_index=nic.network_card_index,
@@ -120,6 +147,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             parent=self,
             network_interfaces=interfaces,
             placement_group=placement_group,
+            reservation=reservation,
+            instance_type=template_type,
         )
         self.node_group = aws.eks.NodeGroup(
             name,
@@ -129,7 +158,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             subnet_ids=subnet_ids,
             ami_type=spec_pool.ami_type,
             capacity_type=plan.capacity_type(pool),
-            instance_types=[pool.instance_type.name],
+            instance_types=None if template_type else [pool.instance_type.name],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes
             ),

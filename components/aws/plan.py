@@ -18,7 +18,7 @@ import pulumi
 from components import naming
 from components.aws import facts
 from components.pools import GPU_TAINT_KEY, Pool
-from components.spec import Environment, NodePoolSpec, PlatformSpec
+from components.spec import Environment, NodePoolSpec, PlatformSpec, Problem
 
 # Label on the system node group; add-ons that must stay off GPU nodes select it.
 SYSTEM_ROLE_LABEL = "gpu-platform.io/role"
@@ -31,11 +31,18 @@ CHECKPOINT_PREFIX = "checkpoints/"
 AUTOSCALER_NAMESPACE = "kube-system"
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 
-# Priority expander ranks (highest wins): for the same request, spot before on-demand, and GPU
-# pools before the system group. Ties fall through to least-waste.
+# Priority expander ranks (highest wins): for the same request, reserved capacity (paid for
+# whether used or not) before spot, spot before on-demand, and GPU pools before the system group.
+# Ties fall through to least-waste.
+RESERVED_PRIORITY = 30
 SPOT_PRIORITY = 20
 ON_DEMAND_PRIORITY = 10
 SYSTEM_PRIORITY = 1
+
+# Label EKS puts on every managed node with the node group's capacity type (EKS "Managed node
+# groups": eks.amazonaws.com/capacityType). The scale-from-zero template carries it too, so a job
+# that selects on it triggers a scale-up as it would land on a running node.
+CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 
 # Scale-down timing for training. A GPU node is only removed after 15 idle minutes, so the
 # next job of a queue (or a restarted gang) finds it warm; a freshly added node gets 20 minutes
@@ -46,8 +53,54 @@ MAX_NODE_PROVISION_TIME = "30m"
 
 
 def capacity_type(pool: Pool) -> str:
-    """EKS capacityType of a pool (CreateNodegroup API spelling)."""
-    return "SPOT" if pool.capacity == "spot" else "ON_DEMAND"
+    """EKS capacityType of a pool (CreateNodegroup API spelling): CAPACITY_BLOCK for a Capacity
+    Block, which EKS requires for one (EKS "Create a managed node group with Capacity Blocks for
+    ML"); an On-Demand Capacity Reservation serves on-demand instances."""
+    if pool.provisioning == "capacity-block":
+        return "CAPACITY_BLOCK"
+    return "SPOT" if pool.spot else "ON_DEMAND"
+
+
+@dataclass(frozen=True)
+class ReservationTarget:
+    """What a pool's launch template says about capacity reservations (EC2 launch template data:
+    CapacityReservationSpecification and InstanceMarketOptions)."""
+
+    reservation_id: str | None
+    resource_group_arn: str | None
+    # "capacity-block" for a Capacity Block, which EC2 requires beside the reservation id.
+    market_type: str | None
+    # Launch only into the reservation, never as plain on-demand instances beside it (EC2
+    # CapacityReservationPreference `capacity-reservations-only`); None for Capacity Blocks, whose
+    # target already admits nothing else.
+    preference: str | None
+
+    @property
+    def instance_type_in_template(self) -> bool:
+        """EKS takes a Capacity Block node group's instance type from its launch template, which must
+        name it (EKS "Create a managed node group with Capacity Blocks for ML")."""
+        return self.market_type == "capacity-block"
+
+
+def reservation_target(spec_pool: NodePoolSpec) -> ReservationTarget | None:
+    """The reservation a pool's instances launch into, or None for on-demand and spot pools."""
+    reservation = spec_pool.reservation
+    if reservation is None or not spec_pool.reserved:
+        return None
+    if spec_pool.way == "capacity-block":
+        return ReservationTarget(reservation, None, "capacity-block", None)
+    by_group = reservation.startswith("arn:")
+    return ReservationTarget(
+        None if by_group else reservation, reservation if by_group else None, None, "capacity-reservations-only"
+    )
+
+
+def placement_group(spec_pool: NodePoolSpec) -> bool:
+    """EFA pools get a cluster placement group of their own, except on reserved capacity: a
+    Capacity Block's instances sit together in an UltraCluster already (EC2 User Guide, "Work with
+    Capacity Blocks": no cluster placement group needed), and a reservation's instances go where it
+    was made (an ODCR meant for EFA is created in a cluster placement group itself)."""
+    return spec_pool.efa and not spec_pool.reserved
 
 
 def node_labels(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, str]:
@@ -81,11 +134,14 @@ def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: d
     }
     tags.update({f"{facts.NODE_TEMPLATE_PREFIX}resources/{name}": str(count) for name, count in resources.items()})
     tags.update({f"{facts.NODE_TEMPLATE_PREFIX}label/{key}": value for key, value in labels.items()})
+    tags[f"{facts.NODE_TEMPLATE_PREFIX}label/{CAPACITY_TYPE_LABEL}"] = capacity_type(pool)
     return dict(sorted(tags.items()))
 
 
 def pool_priority(pool: Pool) -> int:
-    return SPOT_PRIORITY if pool.capacity == "spot" else ON_DEMAND_PRIORITY
+    if pool.reserved:
+        return RESERVED_PRIORITY
+    return SPOT_PRIORITY if pool.spot else ON_DEMAND_PRIORITY
 
 
 def expander_priorities(pools: list[Pool], asg_names: dict[str, str], system_asg: str) -> dict[str, list[str]]:
@@ -168,6 +224,39 @@ def efa_device_plugin_values(pools: list[Pool], spec: PlatformSpec) -> dict[str,
     }
 
 
+def pool_zones(spec_pool: NodePoolSpec, cluster_zones: list[str], offered: set[str]) -> list[str]:
+    """The zones a pool's node group spans: the pool's own or else the cluster's, only those where
+    EC2 offers its instance type (DescribeInstanceTypeOfferings by availability zone; as
+    terraform-aws-eks docs/network/efa.md looks them up). A pool in one placement group (EFA) takes
+    the first of them."""
+    zones = [zone for zone in (list(spec_pool.zones) or cluster_zones) if zone in offered]
+    return zones[:1] if placement_group(spec_pool) else zones
+
+
+def zone_problems(spec_pool: NodePoolSpec, at: str, cluster_zones: list[str], offered: set[str]) -> list[Problem]:
+    """Zones that cannot run the pool: named ones where its type is not offered, or no zone at all."""
+    instance_type = spec_pool.instance_type
+    where = ", ".join(z for z in cluster_zones if z in offered) or "none of them"
+    if spec_pool.zones:
+        return [
+            Problem(
+                f"{at}.zones[{i}]",
+                f"EC2 does not offer {instance_type} in {zone} (instance type offerings); zones of the cluster that do: {where}",
+            )
+            for i, zone in enumerate(spec_pool.zones)
+            if zone not in offered
+        ]
+    if not any(zone in offered for zone in cluster_zones):
+        return [
+            Problem(
+                f"{at}.instanceType",
+                f"EC2 offers {instance_type} in none of the cluster's zones ({', '.join(cluster_zones)}; instance type "
+                "offerings): list zones that offer it in platform.aws.zones",
+            )
+        ]
+    return []
+
+
 @dataclass(frozen=True)
 class EfaInterface:
     network_card_index: int
@@ -210,11 +299,29 @@ def log_retention_days(environment: Environment) -> int:
     return 90 if environment == "prod" else 30
 
 
-def trainer_subjects(spec: PlatformSpec) -> list[str]:
-    """The service accounts the trainer runs as: `trainer` in each team namespace (or default)."""
-    return sorted(
-        f"system:serviceaccount:{ns}:{naming.TRAINER_SERVICE_ACCOUNT}" for ns in naming.team_namespaces(spec)
-    )
+@dataclass(frozen=True)
+class TrainerIdentity:
+    """One IRSA role the trainer runs as: a team's own, or (a stack without teams) the one role
+    of the `default` namespace, which reaches the whole bucket."""
+
+    resource_suffix: str
+    namespace: str
+    # None: the whole bucket (no teams to keep apart).
+    team: str | None
+
+    @property
+    def subject(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{naming.TRAINER_SERVICE_ACCOUNT}"
+
+
+def trainer_identities(spec: PlatformSpec) -> list[TrainerIdentity]:
+    if not spec.scheduling.teams:
+        # The resource name of the single role stacks had before teams had roles of their own.
+        return [TrainerIdentity("trainer-role", naming.team_namespace(naming.DEFAULT_TEAM), None)]
+    return [
+        TrainerIdentity(f"trainer-{team.name}", naming.team_namespace(team.name), team.name)
+        for team in spec.scheduling.teams
+    ]
 
 
 def kubeconfig(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> str:

@@ -16,9 +16,11 @@ from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
 from components.kubernetes import DataVolume
+from components import naming
 from components.naming import resource_name
 from components.pools import Pool
-from components.spec import PlatformSpec
+from components.spec import DeployTimeProblems, PlatformSpec
+from components.spec.problems import ROOT
 
 
 class AwsPlatform(pulumi.ComponentResource):
@@ -31,9 +33,8 @@ class AwsPlatform(pulumi.ComponentResource):
     provider: k8s.Provider
     node_groups: dict[str, aws.eks.NodeGroup]
     ready: list[pulumi.Resource]
-    trainer_role_arn: pulumi.Output[str]
-    # Annotations that bind each team's `trainer` service account to the trainer role.
-    trainer_annotations: dict[str, pulumi.Output[str]]
+    # Per team namespace, the annotations that bind its `trainer` service account to its role.
+    trainer_annotations: dict[str, dict[str, pulumi.Output[str]]]
     # Jobs' /data: the EFS file system, one access point per team.
     data_volume: DataVolume
     outputs: dict[str, Any]
@@ -58,14 +59,21 @@ class AwsPlatform(pulumi.ComponentResource):
         cluster = EksCluster(name, spec, account, list(network.private_subnets.values()), child)
         self.provider = cluster.provider
 
+        offered = instance_type_zones(sorted({p.instance_type for p in spec.node_pools if p.instance_type}))
+        problems = [
+            problem
+            for i, spec_pool in enumerate(spec.node_pools)
+            for problem in plan.zone_problems(
+                spec_pool, f"{ROOT}.nodePools[{i}]", network.zones, offered[spec_pool.instance_type or ""]
+            )
+        ]
+        if problems:
+            raise DeployTimeProblems(problems)
         spec_pools = {p.name: p for p in spec.node_pools}
         groups: dict[str, GpuNodeGroup] = {}
         for pool in pools:
             spec_pool = spec_pools[pool.name]
-            zones = list(spec_pool.zones) or network.zones
-            if spec_pool.efa:
-                # One placement group, one zone.
-                zones = zones[:1]
+            zones = plan.pool_zones(spec_pool, network.zones, offered[spec_pool.instance_type or ""])
             groups[pool.name] = GpuNodeGroup(
                 resource_name(spec, pool.name),
                 cluster_name=cluster_name,
@@ -104,9 +112,11 @@ class AwsPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider),
             )
         storage = TrainingStorage(resource_name(spec, "storage"), spec, cluster, child)
-        self.trainer_role_arn = storage.trainer_role_arn
-        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts").
-        self.trainer_annotations = {"eks.amazonaws.com/role-arn": storage.trainer_role_arn}
+        # IRSA (EKS docs: "Assign IAM roles to Kubernetes service accounts"): each team's
+        # `trainer` account names its team's role.
+        self.trainer_annotations = {
+            namespace: {"eks.amazonaws.com/role-arn": arn} for namespace, arn in storage.trainer_role_arns.items()
+        }
         self.registry = storage.registry
         file_system = TrainingFileSystem(
             resource_name(spec, "training-data"),
@@ -126,8 +136,27 @@ class AwsPlatform(pulumi.ComponentResource):
             "oidcIssuer": cluster.oidc_issuer,
             "registryUrl": storage.repository_url,
             "bucketName": storage.bucket_name,
-            "trainerRoleArn": storage.trainer_role_arn,
+            "trainerRoleArns": storage.trainer_role_arns,
             "dataFileSystemId": file_system.file_system_id,
             "nodeGroups": {pool: group.node_group_name for pool, group in self.node_groups.items()},
         }
+        if not spec.scheduling.teams:
+            # The one role of a stack without teams, under the output name it always had.
+            self.outputs["trainerRoleArn"] = storage.trainer_role_arns[naming.team_namespace(naming.DEFAULT_TEAM)]
         self.register_outputs(self.outputs)
+
+
+def instance_type_zones(instance_types: list[str]) -> dict[str, set[str]]:
+    """The availability zones of the stack's region where EC2 offers each instance type, looked
+    up at deploy time: zone names map to different physical zones in each account, so no table
+    in the repository can say (aws.ec2.get_instance_type_offerings, location type
+    availability-zone; the offline synth answers from infra.mock_outputs)."""
+    return {
+        instance_type: set(
+            aws.ec2.get_instance_type_offerings(
+                location_type="availability-zone",
+                filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[instance_type])],
+            ).locations
+        )
+        for instance_type in instance_types
+    }

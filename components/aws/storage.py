@@ -19,15 +19,17 @@ INCOMPLETE_UPLOAD_DAYS = 7
 
 
 class TrainingStorage(pulumi.ComponentResource):
-    """ECR for trainer images; a versioned, KMS-encrypted, private, TLS-only S3 bucket; and the
-    trainer's IRSA role, which can use that bucket and nothing else."""
+    """ECR for trainer images; a versioned, KMS-encrypted, private, TLS-only S3 bucket; and an IRSA
+    role per team for its trainer, which can use its team's prefix of that bucket and nothing else
+    (components.tenancy)."""
 
     repository_url: pulumi.Output[str]
     registry: RegistryLogin
     bucket_name: pulumi.Output[str]
     # The key of datasets and checkpoints, for whatever else holds training data.
     data_key_arn: pulumi.Output[str]
-    trainer_role_arn: pulumi.Output[str]
+    # Per team namespace, the ARN of the role its `trainer` service account assumes.
+    trainer_role_arns: dict[str, pulumi.Output[str]]
 
     def __init__(
         self,
@@ -140,16 +142,18 @@ class TrainingStorage(pulumi.ComponentResource):
         )
         self.bucket_name = bucket.bucket
 
-        trainer = cluster.irsa_role(f"{name}-trainer-role", plan.trainer_subjects(spec), child)
-        aws.iam.RolePolicy(
-            f"{name}-trainer-role",
-            role=trainer.id,
-            policy=pulumi.Output.all(bucket.arn, key.arn).apply(
-                lambda arns: json.dumps(iam.trainer_policy(arns[0], arns[1]))
-            ),
-            opts=child,
-        )
-        self.trainer_role_arn = trainer.arn
+        self.trainer_role_arns = {}
+        for identity in plan.trainer_identities(spec):
+            role = cluster.irsa_role(f"{name}-{identity.resource_suffix}", [identity.subject], child)
+            aws.iam.RolePolicy(
+                f"{name}-{identity.resource_suffix}",
+                role=role.id,
+                policy=pulumi.Output.all(bucket.arn, key.arn).apply(
+                    lambda arns, team=identity.team: json.dumps(iam.trainer_policy(arns[0], arns[1], team))
+                ),
+                opts=child,
+            )
+            self.trainer_role_arns[identity.namespace] = role.arn
         self.register_outputs(
-            {"registryUrl": self.repository_url, "bucketName": self.bucket_name, "trainerRoleArn": self.trainer_role_arn}
+            {"registryUrl": self.repository_url, "bucketName": self.bucket_name, "trainerRoleArns": self.trainer_role_arns}
         )

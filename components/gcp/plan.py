@@ -6,6 +6,8 @@ every GKE decision (accelerators, sharing, zones, scaling, labels) is tested her
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 from dataclasses import dataclass
 
@@ -24,6 +26,11 @@ NO_GKE_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
 GKE_SHARING_STRATEGIES = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 # reservation_affinity key that names a specific reservation (Compute Engine ReservationAffinity).
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+# Flex-start and queued-provisioning node pools consume no reservation, have no auto-repair, and
+# scale from zero wherever capacity comes (cluster-toolkit gke-node-pool preconditions:
+# reservation_affinity NO_RESERVATION, auto_repair false, autoscaling_total_min_nodes 0,
+# location_policy ANY; GKE "About flex-start provisioning mode").
+NO_RESERVATION = "NO_RESERVATION"
 # Annotation on a Kubernetes service account naming the Google service account it acts as
 # (GKE Workload Identity).
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
@@ -63,8 +70,15 @@ class GpuPoolPlan:
     taint_key: str
     taint_value: str
     taint_effect: str
-    reservation: str | None
+    # (consume_reservation_type, reservation name): a specific reservation, none at all (flex-start
+    # and queued), or None for GKE's default.
+    reservation_affinity: tuple[str, str | None] | None
     compact_placement: bool
+    # node_config.flex_start: nodes from the flex-start provisioning model (Dynamic Workload Scheduler).
+    flex_start: bool
+    # queued_provisioning.enabled: nodes only through ProvisioningRequests (Kueue's admission check).
+    queued_provisioning: bool
+    auto_repair: bool
 
 
 def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, pool: Pool) -> GpuPoolPlan:
@@ -76,7 +90,8 @@ def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, poo
     if not managed:
         labels[NO_GKE_DEVICE_PLUGIN_LABEL] = "true"
     strategy = GKE_SHARING_STRATEGIES.get(pool.sharing_mode)
-    spot = pool.capacity == "spot"
+    spot = pool.spot
+    flex_start = pool.on_request
     return GpuPoolPlan(
         name=pool.name,
         machine_type=shape.name,
@@ -90,15 +105,26 @@ def gpu_pool_plan(spec: PlatformSpec, gcp: GcpSpec, spec_pool: NodePoolSpec, poo
         total_min_nodes=pool.min_nodes,
         total_max_nodes=pool.max_nodes,
         initial_node_count=math.ceil(pool.min_nodes / len(zones)),
-        # Spot capacity comes wherever it is free; on-demand nodes spread evenly over zones.
-        location_policy="ANY" if spot else "BALANCED",
+        # Spot and flex-start capacity comes wherever it is free; on-demand nodes spread evenly.
+        location_policy="ANY" if spot or flex_start else "BALANCED",
         labels=labels,
         taint_key=pool.taint.key,
         taint_value=pool.taint.value,
         taint_effect=GKE_TAINT_EFFECTS[pool.taint.effect],
-        reservation=spec_pool.reservation,
+        reservation_affinity=reservation_affinity(spec_pool),
         compact_placement=spec_pool.compact_placement,
+        flex_start=flex_start,
+        queued_provisioning=pool.provisioning == "queued",
+        auto_repair=not flex_start,
     )
+
+
+def reservation_affinity(spec_pool: NodePoolSpec) -> tuple[str, str | None] | None:
+    if spec_pool.way == "reservation" and spec_pool.reservation:
+        return "SPECIFIC_RESERVATION", spec_pool.reservation
+    if spec_pool.way in ("flex-start", "queued"):
+        return NO_RESERVATION, None
+    return None
 
 
 def cluster_location(gcp: GcpSpec, region: str) -> str:
@@ -135,6 +161,22 @@ def trainer_namespaces(spec: PlatformSpec) -> list[str]:
     """Namespaces whose `trainer` service account may use the bucket: one per team, or default."""
     teams = [naming.team_namespace(team.name) for team in spec.scheduling.teams]
     return sorted(teams) or ["default"]
+
+
+# Service account ids: 6-30 characters, lowercase letters, digits and hyphens (IAM API,
+# projects.serviceAccounts.create accountId).
+_MAX_ACCOUNT_ID = 30
+_DIGEST = 6
+
+
+def team_service_account_id(spec: PlatformSpec, team: str) -> str:
+    """`<cluster>-t-<team>`, or its first characters and a digest of the team's name where that
+    is longer than IAM allows, so two long team names never share an account."""
+    account_id = naming.resource_name(spec, "t", team)
+    if len(account_id) <= _MAX_ACCOUNT_ID:
+        return account_id
+    digest = hashlib.sha256(team.encode()).hexdigest()[:_DIGEST]
+    return f"{account_id[: _MAX_ACCOUNT_ID - _DIGEST - 1].rstrip('-')}-{digest}"
 
 
 def workload_pool(project: str) -> str:

@@ -15,7 +15,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.trainer_image import RegistryLogin
-from components import naming
+from components import naming, tenancy
 from components.gcp import plan
 from components.pools import Pool
 from components.spec import GKE_SYSTEM_POOL, GcpSpec, NodePoolSpec, PlatformSpec
@@ -28,6 +28,9 @@ _NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 # Read, write and delete objects, no bucket administration (Cloud Storage IAM roles).
 _TRAINER_BUCKET_ROLE = "roles/storage.objectUser"
 _WORKLOAD_IDENTITY_ROLE = "roles/iam.workloadIdentityUser"
+# Read objects, nothing else: teams' access to the shared datasets (Cloud Storage IAM roles).
+_DATASETS_ROLE = "roles/storage.objectViewer"
+_CLUSTER_VIEWER_ROLE = "roles/container.clusterViewer"
 # Overwritten checkpoints stay recoverable this long before the bucket deletes them.
 _NONCURRENT_VERSION_DAYS = 30
 # Abandoned multipart uploads (a killed checkpoint write) are cleaned up after this long.
@@ -53,7 +56,7 @@ class GcpPlatform(pulumi.ComponentResource):
     outputs: dict[str, Any]
     # What the trainer's Kubernetes service account carries so Workload Identity maps it to
     # the trainer's Google service account.
-    trainer_annotations: dict[str, pulumi.Output[str]]
+    trainer_annotations: dict[str, dict[str, pulumi.Output[str]]]
 
     def __init__(
         self,
@@ -88,7 +91,8 @@ class GcpPlatform(pulumi.ComponentResource):
         node_pools = {pool.name: self._gpu_pool(cluster, node_account, spec_pools[pool.name], pool) for pool in pools}
         repository = self._registry(node_account)
         bucket = self._bucket()
-        trainer = self._trainer_identity(cluster, bucket)
+        trainers = self._trainer_identities(cluster, bucket)
+        self._member_access()
 
         kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(
@@ -115,7 +119,9 @@ class GcpPlatform(pulumi.ComponentResource):
             username="oauth2accesstoken",
             password=pulumi.Output.secret(gcp.organizations.get_client_config_output().access_token),
         )
-        self.trainer_annotations = {plan.WORKLOAD_IDENTITY_ANNOTATION: trainer.email}
+        self.trainer_annotations = {
+            namespace: {plan.WORKLOAD_IDENTITY_ANNOTATION: account.email} for namespace, account in trainers.items()
+        }
         self.outputs = {
             "kubeconfig": kubeconfig,
             "clusterName": cluster.name,
@@ -123,8 +129,11 @@ class GcpPlatform(pulumi.ComponentResource):
             "registryUrl": repository.registry_uri,
             "bucketName": bucket.name,
             "nodePools": {pool: node_pool.name for pool, node_pool in node_pools.items()},
-            "trainerServiceAccount": trainer.email,
+            "trainerServiceAccounts": {namespace: account.email for namespace, account in trainers.items()},
         }
+        if not spec.scheduling.teams:
+            # The one account of a stack without teams, under the output name it always had.
+            self.outputs["trainerServiceAccount"] = trainers[naming.team_namespace(naming.DEFAULT_TEAM)].email
         self.register_outputs(self.outputs)
 
     def _child(self, **options: Any) -> pulumi.ResourceOptions:
@@ -200,7 +209,8 @@ class GcpPlatform(pulumi.ComponentResource):
             # Pools are separate resources, so each can change without touching the cluster.
             remove_default_node_pool=True,
             initial_node_count=1,
-            deletion_protection=self._prod,
+            # The provider refuses to delete the cluster while this is on: docs/gcp.md, "Tear down".
+            deletion_protection=spec.cluster.deletion_protected(spec.environment),
             # The minimum; the release channel upgrades from there.
             min_master_version=spec.cluster.kubernetes_version,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=settings.release_channel),
@@ -222,6 +232,12 @@ class GcpPlatform(pulumi.ComponentResource):
             ),
             master_authorized_networks_config=(
                 gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(cidr_blocks=authorized) if authorized else None
+            ),
+            # Google Groups for RBAC: RoleBindings may name groups that are members of this one.
+            authenticator_groups_config=(
+                gcp.container.ClusterAuthenticatorGroupsConfigArgs(security_group=settings.rbac_security_group)
+                if settings.rbac_security_group
+                else None
             ),
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=plan.workload_pool(self._project)
@@ -319,15 +335,14 @@ class GcpPlatform(pulumi.ComponentResource):
             ),
             gpu_partition_size=p.partition_size,
         )
-        reservation = (
-            gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-                consume_reservation_type="SPECIFIC_RESERVATION",
-                key=plan.RESERVATION_NAME_KEY,
-                values=[p.reservation],
+        reservation = None
+        if p.reservation_affinity is not None:
+            kind, name = p.reservation_affinity
+            reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type=kind,
+                key=plan.RESERVATION_NAME_KEY if name else None,
+                values=[name] if name else None,
             )
-            if p.reservation
-            else None
-        )
         return gcp.container.NodePool(
             f"{self._name}-{pool.name}",
             name=p.name,
@@ -340,7 +355,8 @@ class GcpPlatform(pulumi.ComponentResource):
                 total_max_node_count=p.total_max_nodes,
                 location_policy=p.location_policy,
             ),
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=p.auto_repair, auto_upgrade=True),
+            queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if p.queued_provisioning else None,
             # GPU capacity is scarce and quota-bound: upgrade in place, one node at a time,
             # instead of asking for a surge node that may never come.
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1),
@@ -349,6 +365,7 @@ class GcpPlatform(pulumi.ComponentResource):
                 machine_type=p.machine_type,
                 guest_accelerators=[accelerator],
                 spot=p.spot,
+                flex_start=p.flex_start or None,
                 image_type="COS_CONTAINERD",
                 service_account=node_account.email,
                 oauth_scopes=[_CLOUD_PLATFORM_SCOPE],
@@ -432,23 +449,83 @@ class GcpPlatform(pulumi.ComponentResource):
             opts=self._child(protect=self._prod),
         )
 
-    def _trainer_identity(self, cluster: gcp.container.Cluster, bucket: gcp.storage.Bucket) -> gcp.serviceaccount.Account:
-        """The trainer's Google identity: objects in this bucket and nothing else."""
-        trainer = self._service_account("trainer", "trainer: datasets and checkpoints")
-        gcp.storage.BucketIAMMember(
-            f"{self._name}-trainer-objects",
+    def _trainer_identities(
+        self, cluster: gcp.container.Cluster, bucket: gcp.storage.Bucket
+    ) -> dict[str, gcp.serviceaccount.Account]:
+        """Per team namespace, the Google identity its `trainer` account acts as: a team's reaches
+        its managed folder `teams/<team>/` (read-write) and `datasets/` (read-only) and nothing
+        else (Cloud Storage docs, "Managed folders": IAM on a folder of a bucket with uniform
+        bucket-level access). A stack without teams keeps one account for the whole bucket."""
+        if not self._spec.scheduling.teams:
+            trainer = self._service_account("trainer", "trainer: datasets and checkpoints")
+            gcp.storage.BucketIAMMember(
+                f"{self._name}-trainer-objects",
+                bucket=bucket.name,
+                role=_TRAINER_BUCKET_ROLE,
+                member=trainer.member,
+                opts=self._child(),
+            )
+            namespace = naming.team_namespace(naming.DEFAULT_TEAM)
+            self._workload_identity(cluster, trainer, f"{self._name}-trainer-{namespace}", namespace)
+            return {namespace: trainer}
+        datasets = self._managed_folder(bucket, "datasets", tenancy.DATASETS_PREFIX)
+        accounts: dict[str, gcp.serviceaccount.Account] = {}
+        for team in self._spec.scheduling.teams:
+            namespace = naming.team_namespace(team.name)
+            account_id = plan.team_service_account_id(self._spec, team.name)
+            account = gcp.serviceaccount.Account(
+                account_id,
+                account_id=account_id,
+                display_name=f"{self._spec.cluster.name} trainer of team {team.name}",
+                opts=self._child(),
+            )
+            folder = self._managed_folder(bucket, f"team-{team.name}", tenancy.team_prefix(team.name))
+            for suffix, managed_folder, role in (("objects", folder, _TRAINER_BUCKET_ROLE), ("datasets", datasets, _DATASETS_ROLE)):
+                gcp.storage.ManagedFolderIamMember(
+                    f"{self._name}-trainer-{team.name}-{suffix}",
+                    bucket=bucket.name,
+                    managed_folder=managed_folder.name,
+                    role=role,
+                    member=account.member,
+                    opts=self._child(),
+                )
+            self._workload_identity(cluster, account, f"{self._name}-trainer-{namespace}", namespace)
+            accounts[namespace] = account
+        return accounts
+
+    def _managed_folder(self, bucket: gcp.storage.Bucket, resource: str, prefix: str) -> gcp.storage.ManagedFolder:
+        return gcp.storage.ManagedFolder(
+            f"{self._name}-{resource}",
             bucket=bucket.name,
-            role=_TRAINER_BUCKET_ROLE,
-            member=trainer.member,
+            # Managed folder names end with a slash (Cloud Storage JSON API, managedFolders).
+            name=prefix,
+            # The objects in it are datasets and checkpoints: deleting the folder keeps them.
+            force_destroy=False,
             opts=self._child(),
         )
-        for namespace in plan.trainer_namespaces(self._spec):
-            gcp.serviceaccount.IAMMember(
-                f"{self._name}-trainer-{namespace}",
-                service_account_id=trainer.name,
-                role=_WORKLOAD_IDENTITY_ROLE,
-                member=plan.workload_identity_member(self._project, namespace),
-                # The workload identity pool exists once the first cluster that uses it does.
-                opts=self._child(depends_on=[cluster]),
+
+    def _workload_identity(
+        self, cluster: gcp.container.Cluster, account: gcp.serviceaccount.Account, resource: str, namespace: str
+    ) -> None:
+        gcp.serviceaccount.IAMMember(
+            resource,
+            service_account_id=account.name,
+            role=_WORKLOAD_IDENTITY_ROLE,
+            member=plan.workload_identity_member(self._project, namespace),
+            # The workload identity pool exists once the first cluster that uses it does.
+            opts=self._child(depends_on=[cluster]),
+        )
+
+    def _member_access(self) -> None:
+        """Team members and admins may fetch the cluster's credentials (`gcloud container clusters
+        get-credentials` needs container.clusters.get: roles/container.clusterViewer, GKE docs
+        "Access control"); what they may do inside is RBAC's (components.tenancy)."""
+        principals = [member for team in self._spec.scheduling.teams for member in team.members]
+        for principal in dict.fromkeys([*principals, *self._spec.admins]):
+            gcp.projects.IAMMember(
+                f"{self._name}-viewer-{principal.replace(':', '-').replace('@', '-at-')}",
+                project=self._project,
+                role=_CLUSTER_VIEWER_ROLE,
+                member=principal,
+                opts=self._child(),
             )
-        return trainer

@@ -31,12 +31,9 @@ def installs_device_plugin(spec: PlatformSpec) -> bool:
 
 def plugin_config(pool: Pool) -> dict[str, Any]:
     """The config file of `pool`'s sharing profile (`pool.device_plugin_config` names it)."""
-    config: dict[str, Any] = {
-        "version": "v1",
-        # MIG pools split every GPU into instances of one profile: `single` advertises them as
-        # nvidia.com/gpu, so jobs and quotas keep one resource name.
-        "flags": {"migStrategy": "single" if pool.sharing_mode == "mig" else "none"},
-    }
+    # No MIG here: the spec allows MIG pools only on GKE, which partitions GPUs and advertises them
+    # with its own plugin; this plugin runs where nothing would create the MIG instances.
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": "none"}}
     sharing = _SHARING_KEYS.get(pool.sharing_mode)
     if sharing is not None:
         config["sharing"] = {

@@ -11,24 +11,29 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import charts
+from components import charts, tenancy
+from components.kubernetes import pod_security, webhook_gate
 from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
 from components.kubernetes.queues import (
     KUEUE_API,
+    QUEUED_PROVISIONING,
     QueuePlan,
     TeamQueue,
+    admission_check_spec,
     cluster_queue_spec,
     cohort_spec,
     flavor_spec,
+    local_queue_names,
     local_queue_spec,
+    provisioning_request_config_spec,
     queue_plan,
 )
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
 from components.kubernetes.tiers import priority_tiers
 from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_RESOURCE, Pool
-from components.spec import PlatformSpec, PriorityTierSpec
+from components.spec import PlatformSpec, PriorityTierSpec, TeamSpec
 
 TEAM_LABEL = "gpu-platform.io/team"
 # Pod Security Admission: the device plugin, GPU feature discovery and the DCGM exporter need
@@ -40,6 +45,10 @@ DEFAULT_CONTAINER_REQUESTS = {"cpu": "500m", "memory": "1Gi"}
 
 def _in_namespace(name: str, namespace: str) -> k8s.meta.v1.ObjectMetaArgs:
     return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace)
+
+
+def _subject_args(subject: tenancy.Subject) -> k8s.rbac.v1.SubjectArgs:
+    return k8s.rbac.v1.SubjectArgs(api_group="rbac.authorization.k8s.io", kind=subject.kind, name=subject.name)
 
 
 class WorkloadPriorityClass(pulumi.CustomResource):
@@ -73,19 +82,21 @@ class GpuLayer(pulumi.ComponentResource):
         spec: PlatformSpec,
         pools: list[Pool],
         provider: k8s.Provider,
-        trainer_annotations: Mapping[str, pulumi.Input[str]] | None = None,
+        trainer_annotations: Mapping[str, Mapping[str, pulumi.Input[str]]] | None = None,
         dcgm_exporter: bool = True,
         data_volume: DataVolume | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """`trainer_annotations` bind each team's `trainer` account to the cloud identity that may
-        use the bucket (IRSA role, GKE Workload Identity). `dcgm_exporter` is False where the
+        """`trainer_annotations`, per team namespace, bind the team's `trainer` account to the
+        team's own cloud identity (IRSA role, GKE Workload Identity). `dcgm_exporter` is False where the
         platform collects DCGM metrics itself (GKE): two collectors on one GPU conflict.
         `data_volume`: the wing's shared file system, bound to each team's `training-data` claim;
         None where jobs mount something else (GKE: the bucket) or the operator provides the claim."""
         super().__init__("gpu-platform:kubernetes:GpuLayer", name, None, opts)
         self._name = name
-        self._trainer_annotations = dict(trainer_annotations or {})
+        self._trainer_annotations = {ns: dict(a) for ns, a in (trainer_annotations or {}).items()}
+        self._spec = spec
+        self._pod_security = pod_security.team_level(spec, pools)
         self._data_volume = data_volume
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
         tiers = priority_tiers(spec)
@@ -97,11 +108,15 @@ class GpuLayer(pulumi.ComponentResource):
             self._release(charts.NVIDIA_DEVICE_PLUGIN, device_plugin_values(pools), _PRIVILEGED)
         jobset = self._release(charts.JOBSET, jobset_values())
         # Kueue starts its JobSet integration only where the JobSet CRDs exist.
-        # Kueue's webhooks validate its custom resources: each waits for the release to be ready.
-        self._kueue = self._release(charts.KUEUE, kueue_values(), depends_on=[jobset])
+        kueue = self._release(charts.KUEUE, kueue_values(spec), depends_on=[jobset])
+        # Kueue's webhook validates its custom resources: they wait until it answers. Team
+        # namespaces wait too, so on destroy they (and the workloads whose finalizers Kueue
+        # removes) go before Kueue does.
+        self._kueue = self._webhook_gate(kueue)
         for tier in tiers:
             WorkloadPriorityClass(f"{name}-{tier.name}", tier, self._child([self._kueue]))
-        self._queues(plan, pools)
+        self._queues(plan, pools, spec.scheduling.teams)
+        self._admins()
         if spec.monitoring.dcgm and dcgm_exporter:
             self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
 
@@ -191,7 +206,64 @@ class GpuLayer(pulumi.ComponentResource):
             opts=self._child([self._kueue, *(depends_on or [])]),
         )
 
-    def _queues(self, plan: QueuePlan, pools: list[Pool]) -> None:
+    def _webhook_gate(self, kueue: k8s.helm.v3.Release) -> k8s.batch.v1.Job:
+        namespace = charts.KUEUE.namespace
+        return k8s.batch.v1.Job(
+            f"{self._name}-{webhook_gate.GATE_NAME}",
+            metadata=_in_namespace(webhook_gate.GATE_NAME, namespace),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=0,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    spec=k8s.core.v1.PodSpecArgs(
+                        restart_policy="Never",
+                        security_context=k8s.core.v1.PodSecurityContextArgs(
+                            run_as_non_root=True,
+                            run_as_user=webhook_gate.GATE_UID,
+                            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="wait",
+                                image=webhook_gate.CURL_IMAGE,
+                                command=["sh", "-c", webhook_gate.gate_script(namespace)],
+                                # An upgrade of Kueue changes the template: the Job is replaced
+                                # and the gate runs again against the new webhook.
+                                env=[k8s.core.v1.EnvVarArgs(name="KUEUE_VERSION", value=charts.KUEUE.version)],
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "10m", "memory": "16Mi"}, limits={"memory": "32Mi"}
+                                ),
+                                security_context=k8s.core.v1.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                            )
+                        ],
+                    )
+                ),
+            ),
+            # A Job's template is immutable: a new one replaces it.
+            opts=pulumi.ResourceOptions.merge(
+                self._child([kueue]), pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+            ),
+        )
+
+    def _admins(self) -> None:
+        """cluster-admin for `platform.admins`, on clusters where RBAC names them (GKE, existing);
+        EKS admins get it through their access entries."""
+        subjects = tenancy.cluster_admin_subjects(self._spec)
+        if not subjects:
+            return
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{self._name}-{tenancy.ADMINS_BINDING}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=tenancy.ADMINS_BINDING),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=tenancy.CLUSTER_ADMIN_ROLE
+            ),
+            subjects=[_subject_args(subject) for subject in subjects],
+            opts=self._opts,
+        )
+
+    def _queues(self, plan: QueuePlan, pools: list[Pool], teams: list[TeamSpec]) -> None:
         # ClusterQueues name their flavors and cohort; depending on them also deletes the
         # queues first, before Kueue's finalizers would hold the flavors.
         quota_holders: list[pulumi.Resource] = [
@@ -201,6 +273,22 @@ class GpuLayer(pulumi.ComponentResource):
         quota_holders.append(
             self._custom_resource(f"{self._name}-cohort", "Cohort", plan.cohort, cohort_spec(plan, pools))
         )
+        if plan.queued_flavors:
+            config = self._custom_resource(
+                f"{self._name}-{QUEUED_PROVISIONING}-config",
+                "ProvisioningRequestConfig",
+                QUEUED_PROVISIONING,
+                provisioning_request_config_spec(),
+            )
+            quota_holders.append(
+                self._custom_resource(
+                    f"{self._name}-{QUEUED_PROVISIONING}",
+                    "AdmissionCheck",
+                    QUEUED_PROVISIONING,
+                    admission_check_spec(),
+                    depends_on=[config],
+                )
+            )
         for team in plan.teams:
             cluster_queue = self._custom_resource(
                 f"{self._name}-{team.team}",
@@ -209,13 +297,26 @@ class GpuLayer(pulumi.ComponentResource):
                 cluster_queue_spec(team, plan, pools),
                 depends_on=quota_holders,
             )
-            self._team(team, plan, cluster_queue)
+            members = next((t for t in teams if t.name == team.team), None)
+            self._team(team, plan, cluster_queue, members)
 
-    def _team(self, team: TeamQueue, plan: QueuePlan, cluster_queue: pulumi.Resource) -> None:
-        """A team's namespace, with its queue, GPU ceiling, default requests and trainer account."""
+    def _team(self, team: TeamQueue, plan: QueuePlan, cluster_queue: pulumi.Resource, spec: TeamSpec | None) -> None:
+        """A team's namespace, with its queues, GPU ceiling, default requests, trainer account and
+        its members' Role."""
         in_namespace: list[pulumi.Resource] = []
         if team.owns_namespace:
-            in_namespace.append(self._namespace(f"{self._name}-{team.team}", team.namespace, {TEAM_LABEL: team.team}))
+            level, reason = self._pod_security
+            in_namespace.append(
+                k8s.core.v1.Namespace(
+                    f"{self._name}-{team.team}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=team.namespace,
+                        labels={TEAM_LABEL: team.team, **pod_security.namespace_labels(level)},
+                        annotations={pod_security.REASON_ANNOTATION: reason},
+                    ),
+                    opts=self._child([self._kueue]),
+                )
+            )
             k8s.core.v1.ResourceQuota(
                 f"{self._name}-{team.team}-gpus",
                 metadata=_in_namespace("gpus", team.namespace),
@@ -233,19 +334,46 @@ class GpuLayer(pulumi.ComponentResource):
         k8s.core.v1.ServiceAccount(
             f"{self._name}-{team.team}-{TRAINER_SERVICE_ACCOUNT}",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=TRAINER_SERVICE_ACCOUNT, namespace=team.namespace, annotations=self._trainer_annotations
+                name=TRAINER_SERVICE_ACCOUNT,
+                namespace=team.namespace,
+                annotations=self._trainer_annotations.get(team.namespace, {}),
             ),
             opts=self._child(in_namespace),
         )
         if self._data_volume is not None:
             self._data_claim(team, self._data_volume, in_namespace)
-        self._custom_resource(
-            f"{self._name}-{team.team}",
-            "LocalQueue",
-            team.local_queue,
-            local_queue_spec(team),
-            namespace=team.namespace,
-            depends_on=[cluster_queue, *in_namespace],
+        for queue in local_queue_names(team):
+            self._custom_resource(
+                f"{self._name}-{team.team}" if queue == team.local_queue else f"{self._name}-{team.team}-{queue}",
+                "LocalQueue",
+                queue,
+                local_queue_spec(team),
+                namespace=team.namespace,
+                depends_on=[cluster_queue, *in_namespace],
+            )
+        if spec is not None:
+            self._team_rbac(team, spec, in_namespace)
+
+    def _team_rbac(self, team: TeamQueue, spec: TeamSpec, in_namespace: list[pulumi.Resource]) -> None:
+        """The members' Role in the team's namespace, and its binding: nothing cluster-wide."""
+        role = k8s.rbac.v1.Role(
+            f"{self._name}-{team.team}-{tenancy.TEAM_ROLE}",
+            metadata=_in_namespace(tenancy.TEAM_ROLE, team.namespace),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(api_groups=rule["apiGroups"], resources=rule["resources"], verbs=rule["verbs"])
+                for rule in tenancy.TEAM_RULES
+            ],
+            opts=self._child(in_namespace),
+        )
+        subjects = tenancy.team_subjects(self._spec, spec)
+        if not subjects:
+            return
+        k8s.rbac.v1.RoleBinding(
+            f"{self._name}-{team.team}-{tenancy.TEAM_ROLE_BINDING}",
+            metadata=_in_namespace(tenancy.TEAM_ROLE_BINDING, team.namespace),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=tenancy.TEAM_ROLE),
+            subjects=[_subject_args(subject) for subject in subjects],
+            opts=self._child([role, *in_namespace]),
         )
 
     def _data_claim(self, team: TeamQueue, volume: DataVolume, in_namespace: list[pulumi.Resource]) -> None:

@@ -10,8 +10,9 @@ from typing import Any
 
 import yaml
 
-from components import charts
+from components import charts, naming
 from components.kubernetes.device_plugin import DEFAULT_CONFIG, config_map
+from components.kubernetes.queues import NAMESPACE_NAME_LABEL
 from components.pools import Pool
 from components.spec import PlatformSpec
 
@@ -100,10 +101,32 @@ _CHART_CONFIGURATION: dict[str, Any] = {
 
 # Kueue 0.19 Configuration `resources.quotaCheckStrategy` (KEP-7513, beta and on by default
 # since v0.19.0): check only the resources a ClusterQueue covers.
-KUEUE_CONFIGURATION: dict[str, Any] = {
-    **_CHART_CONFIGURATION,
-    "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
-}
+_RESOURCES: dict[str, Any] = {"quotaCheckStrategy": "IgnoreUndeclared"}
+# Configuration `fairSharing` (apis/config/v1beta2/configuration_types.go, FairSharing): fair
+# sharing is on when the section is present (cmd/kueue/main.go); these are the documented
+# strategies in their default order.
+_FAIR_SHARING: dict[str, Any] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+
+
+def kueue_configuration(spec: PlatformSpec) -> dict[str, Any]:
+    """The chart's configuration, plus: Kueue manages every job in the team namespaces, whether or
+    not it names a queue (`manageJobsWithoutQueueName` with `managedJobsNamespaceSelector`,
+    Kueue docs "Enforce Kueue management of workloads"); other namespaces, kube-system and the
+    platform's own among them, stay outside. Jobs without a queue label go to the namespace's
+    `default` LocalQueue (components.kubernetes.queues.DEFAULT_LOCAL_QUEUE)."""
+    configuration: dict[str, Any] = {
+        **_CHART_CONFIGURATION,
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": naming.team_namespaces(spec)}
+            ]
+        },
+        "resources": _RESOURCES,
+    }
+    if spec.scheduling.fair_sharing.enabled:
+        configuration["fairSharing"] = _FAIR_SHARING
+    return configuration
 
 
 def _release_image(repository: str, chart: charts.Chart) -> dict[str, str]:
@@ -114,10 +137,11 @@ def _release_image(repository: str, chart: charts.Chart) -> dict[str, str]:
     return {"repository": repository, "tag": f"v{chart.version}", "pullPolicy": "IfNotPresent"}
 
 
-def kueue_values() -> dict[str, Any]:
+def kueue_values(spec: PlatformSpec) -> dict[str, Any]:
+    configuration = kueue_configuration(spec)
     return {
         "controllerManager": {"manager": {"image": _release_image("registry.k8s.io/kueue/kueue", charts.KUEUE)}},
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(KUEUE_CONFIGURATION, sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
     }
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from components import regions
 from components.spec.aws_rules import AWS_SYSTEM_POOL, aws_problems
+from components.spec.capacity_rules import capacity_problems
 from components.spec.gcp_rules import GKE_SYSTEM_POOL, gcp_problems
 from components.spec.partial import repair
 from components.spec.models import (
@@ -32,12 +33,22 @@ from components.spec.models import (
     PlatformSpec,
     PriorityTierSpec,
     SharingMode,
+    TeamSpec,
     stack_file_schema,
 )
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
-from components.spec.problems import ROOT, Problem, SpecError, did_you_mean, in_file_order, shape_problem
+from components.spec.problems import (
+    ROOT,
+    DeployTimeProblems,
+    Problem,
+    SpecError,
+    did_you_mean,
+    in_file_order,
+    shape_problem,
+)
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
+from components.spec.tenancy_rules import tenancy_problems
 
 __all__ = [
     "AWS_SYSTEM_POOL",
@@ -45,6 +56,7 @@ __all__ = [
     "CONFIG_NAMESPACE",
     "GKE_SYSTEM_POOL",
     "AmiType",
+    "DeployTimeProblems",
     "Environment",
     "GcpSpec",
     "NodeAutoProvisioningSpec",
@@ -54,6 +66,7 @@ __all__ = [
     "Problem",
     "SharingMode",
     "SpecError",
+    "TeamSpec",
     "gpu_model_name",
     "instance_type_problem",
     "parse_spec",
@@ -113,7 +126,9 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
     """Pass 2: every rule module's problems, in stack-file order of the sections they check."""
     return (
         platform_problems(spec)
+        + capacity_problems(spec)
         + scheduling_problems(spec)
+        + tenancy_problems(spec)
         + monitoring_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)

@@ -19,9 +19,13 @@ from components.spec.problems import ROOT, Problem, cloud_only_problems
 # --- AWS-only rules: the `aws` section, pool AMI/EFA/volume fields, zones in the region -----
 
 _AWS_ZONE_SUFFIX = re.compile(r"^[a-z]$")
-_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
+IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+# Capacity Reservation ids (ODCRs and Capacity Blocks alike) and resource group ARNs (EC2 API
+# CapacityReservationTarget: CapacityReservationId, CapacityReservationResourceGroupArn).
+_CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+_RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[\w.-]+$")
 # The AWS wing's own node group for add-ons; a pool of that name would collide with it.
 AWS_SYSTEM_POOL = "system"
 # A new VPC is cut into per-zone subnets; below /20 the private subnets (one pod IP each with
@@ -42,7 +46,7 @@ def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
     problems += [
         Problem(f"{at}.admins[{i}]", f"expected an IAM role or user ARN (arn:aws:iam::<account>:role/<name>), got {arn!r}")
         for i, arn in enumerate(settings.admins)
-        if not _IAM_PRINCIPAL_ARN.match(arn)
+        if not IAM_PRINCIPAL_ARN.match(arn)
     ]
     nodes = settings.system_nodes
     if nodes.max_nodes < nodes.min_nodes:
@@ -190,6 +194,7 @@ def _aws_pool_problems(pool: NodePoolSpec, at: str, region: str | None, network_
             for i, zone in enumerate(pool.zones)
             if zone not in network_zones and _zone_problem(zone, region) is None
         ]
+    problems += _reservation_problems(pool, at)
     shape = catalog.INSTANCE_TYPES.get(pool.instance_type or "")
     if pool.efa:
         if shape is not None and not shape.fast_interconnect:
@@ -212,6 +217,35 @@ def _aws_pool_problems(pool: NodePoolSpec, at: str, region: str | None, network_
             )
         )
     return problems
+
+
+def _reservation_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
+    """What an EC2 launch template can target: a Capacity Reservation by id (an ODCR or a
+    Capacity Block), or a resource group of ODCRs. Reservations by id live in one zone, and EC2
+    launches into them only from a subnet there (EKS "Create a managed node group with Capacity
+    Blocks for ML"): the pool names that zone."""
+    reservation = pool.reservation
+    if reservation is None or pool.way not in ("reservation", "capacity-block"):
+        return []
+    if pool.way == "capacity-block" and not _CAPACITY_RESERVATION_ID.match(reservation):
+        return [Problem(f"{at}.reservation", f"expected the Capacity Block's reservation id (cr-0123456789abcdef0), got {reservation!r}")]
+    if not _CAPACITY_RESERVATION_ID.match(reservation) and not _RESOURCE_GROUP_ARN.match(reservation):
+        return [
+            Problem(
+                f"{at}.reservation",
+                "expected an On-Demand Capacity Reservation id (cr-0123456789abcdef0) or the ARN of a resource group "
+                f"of reservations (arn:aws:resource-groups:<region>:<account>:group/<name>), got {reservation!r}",
+            )
+        ]
+    if _CAPACITY_RESERVATION_ID.match(reservation) and len(pool.zones) != 1:
+        what = "A Capacity Block" if pool.way == "capacity-block" else "An On-Demand Capacity Reservation"
+        return [
+            Problem(
+                f"{at}.zones",
+                f"{what} lives in one availability zone and takes instances only from there: set zones to that one zone",
+            )
+        ]
+    return []
 
 
 def _aws_device_plugin_problems(spec: PlatformSpec) -> list[Problem]:

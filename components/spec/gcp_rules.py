@@ -22,7 +22,7 @@ from components.spec.problems import DNS_LABEL, ROOT, Problem, cloud_only_proble
 
 _GCP = f"{ROOT}.gcp"
 # Pool fields only the GCP wing reads.
-_GCP_POOL_FIELDS = ("driver_version", "reservation", "compact_placement", "multi_gpu_training")
+_GCP_POOL_FIELDS = ("driver_version", "compact_placement", "multi_gpu_training")
 # A zone is `<region>-<letter>`, or `<region>-ai<n><letter>` for an AI zone (Compute Engine
 # regions and zones page).
 _GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-(ai[0-9]+)?[a-z]$")
@@ -33,6 +33,12 @@ _GKE_POOL_NAME_MAX = 40
 _GKE_CLUSTER_NAME_MAX = 30 - len("-trainer")
 # The GKE name of the wing's CPU pool, so no GPU pool may take it.
 GKE_SYSTEM_POOL = "system"
+# GKE flex-start (and queued provisioning on it) needs GKE 1.32.2-gke.1652000 or later (GKE "About
+# flex-start provisioning mode", requirements).
+_FLEX_START_MINOR = (1, 32)
+# A Compute Engine reservation: a resource name, or one shared from another project
+# (Compute Engine reservations API; GKE reservation_affinity values).
+_RESERVATION = re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
@@ -43,6 +49,17 @@ def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
         return [Problem(_GCP, "required for cloud: gcp (at least `zones`: where the GPU nodes run)")]
     gcp = spec.gcp
     problems = _gke_cluster_name_problems(spec.cluster.name)
+    if spec.device_plugin_choice == "nvidia":
+        # The standalone plugin needs the NVIDIA container toolkit (k8s-device-plugin README,
+        # prerequisites), which COS does not ship; GKE installs its own plugin on GPU nodes.
+        problems.append(
+            Problem(
+                f"{ROOT}.devicePlugin",
+                "not on gcp: NVIDIA's standalone device plugin needs the NVIDIA container toolkit on the node, which "
+                "GKE's Container-Optimized OS nodes do not have (GKE runs its own device plugin there); use managed "
+                "(the default on gcp)",
+            )
+        )
     problems += _gcp_zone_problems(gcp.zones, f"{_GCP}.zones", region)
     if not gcp.zones:
         problems.append(Problem(f"{_GCP}.zones", "required: the zones the nodes run in; pick zones that offer the pools' GPUs"))
@@ -127,6 +144,28 @@ def _gke_pool_problems(
         problems.append(
             Problem(f"{at}.name", f"on gcp: start with a letter and use at most {_GKE_POOL_NAME_MAX} characters (GKE node pool names), got {pool.name!r}")
         )
+    if pool.reservation is not None and pool.way == "reservation" and not _RESERVATION.match(pool.reservation):
+        problems.append(
+            Problem(
+                f"{at}.reservation",
+                f"expected a Compute Engine reservation name, or projects/<project>/reservations/<name>, got {pool.reservation!r}",
+            )
+        )
+    if pool.way in ("flex-start", "queued") and _minor(spec.cluster.kubernetes_version) < _FLEX_START_MINOR:
+        problems.append(
+            Problem(
+                f"{at}.provisioning",
+                f"{pool.way} needs GKE 1.32.2 or later; cluster.kubernetesVersion is {spec.cluster.kubernetes_version}",
+            )
+        )
+    if pool.compact_placement and pool.way == "queued":
+        problems.append(
+            Problem(
+                f"{at}.compactPlacement",
+                "not with provisioning: queued: queued provisioning places the nodes itself and GKE takes no COMPACT "
+                "placement policy on such a pool (cluster-toolkit gke-node-pool)",
+            )
+        )
     if pool.compact_placement and len(pool.zones or gcp.zones) != 1:
         zones = ", ".join(pool.zones or gcp.zones) or "none"
         problems.append(
@@ -139,7 +178,7 @@ def _gke_pool_problems(
             Problem(
                 f"{at}.sharing.mode",
                 f"{pool.sharing.mode} through GKE's device plugin gives each pod at most one GPU, but this pool "
-                "is marked multiGpuTraining; drop the sharing, or set devicePlugin: nvidia",
+                "is marked multiGpuTraining; drop the sharing or the mark",
             )
         )
     # MPS pools are held to the same 48 clients on every cloud (platform_rules.sharing_problems).
@@ -152,6 +191,14 @@ def _gke_pool_problems(
             )
         )
     return problems
+
+
+def _minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a "1.33" version; (0, 0) when it does not parse (another rule reports it)."""
+    parts = version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return (0, 0)
+    return (int(parts[0]), int(parts[1]))
 
 
 def _cidr_problem(value: str) -> str | None:

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from components.capacity import RESERVED, Way
+from components.catalog import DEFAULT_KUBERNETES_VERSION
 from components.limits import INT32_MAX
 
 CONFIG_NAMESPACE = "gpu-platform"
@@ -36,6 +38,9 @@ ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_AR
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
+# EKS upgrade policy (CreateCluster upgradePolicy.supportType): STANDARD upgrades the cluster when
+# its version leaves standard support; EXTENDED keeps it there, at extended-support prices.
+SupportType = Literal["STANDARD", "EXTENDED"]
 DriverVersion = Literal["DEFAULT", "LATEST"]
 
 
@@ -74,7 +79,17 @@ class NodePoolSpec(_Spec):
     node_selector: dict[str, str] = Field(default_factory=dict)
     min_nodes: int = Field(default=0, ge=0)
     max_nodes: int = Field(default=1, ge=0)
+    # The older spelling of `provisioning` (on-demand or spot), kept for existing stack files.
     capacity: Capacity = "on-demand"
+    # How the pool's nodes are obtained (components.capacity): on-demand, spot, reservation,
+    # capacity-block (AWS), flex-start or queued (GKE). None: `capacity`, or `reservation` when the
+    # pool names one. The instance type must be sold that way; the spec lists the ways that work.
+    provisioning: Optional[Way] = None
+    # The reservation the nodes consume (provisioning reservation or capacity-block). GCP: a
+    # Compute Engine reservation's name, or projects/<project>/reservations/<name> for one shared
+    # from another project. AWS: an On-Demand Capacity Reservation or Capacity Block id
+    # (cr-0123456789abcdef0), or the ARN of a resource group of reservations.
+    reservation: Optional[str] = None
     sharing: SharingSpec = Field(default_factory=SharingSpec)
     # Zones the pool's nodes may run in (AWS availability zones, GCP zones); empty: the wing's
     # zones. Each must belong to the stack's region.
@@ -93,9 +108,6 @@ class NodePoolSpec(_Spec):
     # node's GKE version and tests with it, and it moves with node upgrades; LATEST is the newest
     # GKE offers for that version, for a GPU generation or CUDA release DEFAULT does not cover yet.
     driver_version: DriverVersion = "DEFAULT"
-    # A Compute Engine reservation the nodes must consume: its name, or
-    # projects/<project>/reservations/<name> for one shared from another project.
-    reservation: Optional[str] = None
     # Nodes placed close together (a compact placement policy) for lower latency between
     # them; GKE needs the pool in exactly one zone for it.
     compact_placement: bool = False
@@ -103,12 +115,35 @@ class NodePoolSpec(_Spec):
     # most one, so such a pool may not share GPUs through GKE's device plugin.
     multi_gpu_training: bool = False
 
+    @property
+    def way(self) -> Way:
+        """How the nodes are obtained: `provisioning`, else `capacity`; a named reservation without
+        either means consuming it (how GKE pools asked for one before `provisioning` existed)."""
+        if self.provisioning is not None:
+            return self.provisioning
+        if self.capacity == "spot":
+            return "spot"
+        return "reservation" if self.reservation is not None else "on-demand"
+
+    @property
+    def reserved(self) -> bool:
+        return self.way in RESERVED
+
 
 class ClusterSpec(_Spec):
     name: str
-    kubernetes_version: str = "1.33"
+    # In standard support on both clouds at the pins' date (components.catalog).
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     # kubeconfig context of an existing cluster (cloud: existing only).
     context: Optional[str] = None
+    # EKS and GKE deletion protection: the cloud refuses to delete the cluster while it is on.
+    # None: on in prod, off elsewhere. Turn it off (and `pulumi up`) before tearing a stack down.
+    deletion_protection: Optional[bool] = None
+
+    def deletion_protected(self, environment: Environment) -> bool:
+        if self.deletion_protection is not None:
+            return self.deletion_protection
+        return environment == "prod"
 
 
 class PriorityTierSpec(_Spec):
@@ -122,16 +157,31 @@ class PriorityTierSpec(_Spec):
 
 
 class TeamSpec(_Spec):
-    """A team: a namespace of its own and a GPU quota per pool (in schedulable GPU slots)."""
+    """A team: a namespace of its own, a GPU quota per pool (in schedulable GPU slots), the people
+    who may run jobs there and a cloud identity of its own (components.tenancy)."""
 
     name: str
     quotas: dict[str, int] = Field(default_factory=dict)
+    # Who may run jobs in the team's namespace, and only there: IAM role or user ARNs on aws,
+    # `user:<email>` or `group:<email>` on gcp, `user:<name>` or `group:<name>` (Kubernetes
+    # subjects as the cluster's authenticator names them) on existing clusters.
+    members: list[str] = Field(default_factory=list)
+
+
+class FairSharingSpec(_Spec):
+    """Kueue fair sharing: idle quota is lent in proportion to weights, and a team above its fair
+    share is preempted first (Kueue docs, "Fair Sharing")."""
+
+    enabled: bool = False
+    # Per team name; a team not listed weighs 1.
+    weights: dict[str, Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=dict)
 
 
 class SchedulingSpec(_Spec):
     # None: the platform's default tiers (components.kubernetes).
     priority_tiers: Optional[list[PriorityTierSpec]] = None
     teams: list[TeamSpec] = Field(default_factory=list)
+    fair_sharing: FairSharingSpec = Field(default_factory=FairSharingSpec)
 
 
 class MonitoringSpec(_Spec):
@@ -190,6 +240,8 @@ class AwsSpec(_Spec):
     # Who may reach a public endpoint; empty: anyone (0.0.0.0/0), which prod does not allow.
     public_access_cidrs: list[str] = Field(default_factory=list)
     system_nodes: AwsSystemNodesSpec = Field(default_factory=AwsSystemNodesSpec)
+    # What EKS does when the cluster's version leaves standard support (see SupportType).
+    support_type: SupportType = "STANDARD"
 
     def endpoint_public(self, environment: Environment) -> bool:
         if self.public_endpoint is not None:
@@ -269,6 +321,10 @@ class GcpSpec(_Spec):
     network: GcpNetworkSpec = Field(default_factory=GcpNetworkSpec)
     # Who may reach the control plane; empty: anyone with credentials (refused in prod).
     authorized_networks: list[AuthorizedNetworkSpec] = Field(default_factory=list)
+    # Google Groups for RBAC: the `gke-security-groups@<domain>` group whose member groups
+    # RoleBindings may name (GKE docs, "Configure Google Groups for RBAC"). Needed for
+    # `group:` members; users are bound one by one without it.
+    rbac_security_group: Optional[str] = None
     node_auto_provisioning: NodeAutoProvisioningSpec = Field(default_factory=NodeAutoProvisioningSpec)
     system_nodes: SystemNodesSpec = Field(default_factory=SystemNodesSpec)
 
@@ -315,6 +371,9 @@ class PlatformSpec(_Spec):
     # GKE settings; required for cloud: gcp (at least `zones`), refused elsewhere.
     gcp: Optional[GcpSpec] = None
     policy: PolicySpec = Field(default_factory=PolicySpec)
+    # Cluster administrators (cluster-admin everywhere), in the cloud's member format (see
+    # TeamSpec.members). On aws these join `aws.admins`.
+    admins: list[str] = Field(default_factory=list)
 
     @property
     def device_plugin(self) -> DevicePlugin:

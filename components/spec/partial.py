@@ -40,6 +40,10 @@ READS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (re.compile(rf"^{ROOT}\.nodePools$"), (f"{ROOT}.nodePools", f"{ROOT}.devicePlugin")),
     # Team quotas name pools and must fit in them.
     (re.compile(rf"^{ROOT}\.scheduling\.teams($|\[\d+\]\.quotas)"), (f"{ROOT}.nodePools",)),
+    # Members' formats depend on the cloud; Google groups need Google Groups for RBAC.
+    (re.compile(rf"^{ROOT}\.(scheduling\.teams\[\d+\]\.members|admins)"), (f"{ROOT}.gcp.rbacSecurityGroup",)),
+    # Fair-sharing weights name teams.
+    (re.compile(rf"^{ROOT}\.scheduling\.fairSharing"), (f"{ROOT}.scheduling.teams",)),
     # Auto-provisioning limits must cover every pool at its maximum.
     (re.compile(rf"^{ROOT}\.gcp\.nodeAutoProvisioning"), (f"{ROOT}.nodePools",)),
 )

@@ -10,6 +10,16 @@ from components import catalog, limits
 from components.spec.models import NodePoolSpec, PlatformSpec
 from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
 
+# MIG instances exist only once something creates them on the node: GKE does for gpu_partition_size;
+# elsewhere it is the GPU Operator's MIG manager (DESIGN: NVIDIA GPU Operator), which this platform
+# does not install. Without it the device plugin advertises slots that never appear.
+_NO_MIG_MANAGER = (
+    "mig on {cloud} needs the GPU Operator's MIG manager to create the MIG instances, which this platform does not "
+    "install: the pool would advertise GPU slots that never appear; use time-slicing or mps, or a GKE pool (GKE "
+    "partitions GPUs itself)"
+)
+
+
 def platform_problems(spec: PlatformSpec) -> list[Problem]:
     problems = cluster_problems(spec) + trainer_problems(spec)
     names = Counter(pool.name for pool in spec.node_pools)
@@ -22,6 +32,8 @@ def platform_problems(spec: PlatformSpec) -> list[Problem]:
                 Problem(f"{at}.maxNodes", f"must be >= minNodes ({pool.min_nodes}), got {pool.max_nodes}")
             )
         problems += sharing_problems(pool, at)
+        if pool.sharing.mode == "mig" and spec.cloud != "gcp":
+            problems.append(Problem(f"{at}.sharing.mode", _NO_MIG_MANAGER.format(cloud=spec.cloud)))
     if spec.cloud == "existing":
         problems += _existing_size_problems(spec)
     return problems
@@ -64,6 +76,10 @@ def cluster_problems(spec: PlatformSpec) -> list[Problem]:
     if spec.cloud == "existing" and not spec.cluster.context:
         problems.append(
             Problem(f"{at}.context", "required for cloud: existing (the kubeconfig context to use)")
+        )
+    if spec.cloud == "existing" and spec.cluster.deletion_protection is not None:
+        problems.append(
+            Problem(f"{at}.deletionProtection", "only for cloud: aws or gcp; an existing cluster is not the stack's to delete")
         )
     if spec.cloud != "existing" and spec.cluster.context is not None:
         problems.append(

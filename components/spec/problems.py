@@ -33,6 +33,15 @@ class SpecError(Exception):
         return "\n".join(f"{self.source}: {p.path}: {p.message}" for p in self.problems)
 
 
+class DeployTimeProblems(Exception):
+    """Problems of a valid spec that only the cloud reveals at deploy time (a zone that does not
+    offer an instance type); the program reports them like a SpecError of its stack file."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
+
+
 # --- pass 1: shape errors from pydantic, said in the stack file's terms ---------------------
 
 ROOT = CONFIG_KEY

@@ -60,8 +60,11 @@ PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
 
 # Without --horizon-s the run ends once every job has finished, or, when some never can (say
 # opportunistic jobs on a pool that nothing else scales up), once nothing has been submitted,
-# started or finished for two full waitForPodsReady requeue cycles.
+# started or finished for two full waitForPodsReady requeue cycles; and at the latest RUN_CAP
+# times the longest job's duration after the last submission, so that jobs that keep losing
+# their work (frequent spot losses, no checkpoints) end unfinished instead of running forever.
 STALL_CYCLES = 2
+RUN_CAP = 10
 
 # Status and end_reason names (jobs.csv, segments.csv).
 STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED = "finished", "rejected", "unfinished"
@@ -343,6 +346,11 @@ class Simulation:
         self.unsettled = len(self.jobs)
         next_arrival, total = 0, len(arrivals)
         heap, pop, handle, horizon = self.heap, heapq.heappop, self._handle, self.horizon
+        cap = math.inf
+        if arrivals:
+            longest = max(job.spec.duration_s for job in arrivals)
+            cap = arrivals[-1].spec.submit_s + RUN_CAP * longest + stall
+        capped = False
         while True:
             upcoming = arrivals[next_arrival].spec.submit_s if next_arrival < total else math.inf
             now = min(upcoming, heap[0][0]) if heap else upcoming
@@ -353,6 +361,9 @@ class Simulation:
                     break
             elif self.unsettled == 0 or (next_arrival == total and self.running == 0 and now > self.last_progress + stall):
                 break
+            elif now > cap:
+                capped = True
+                break
             while heap and heap[0][0] == now:
                 _, kind, _, obj, token = pop(heap)
                 handle(kind, obj, token, now)
@@ -361,7 +372,7 @@ class Simulation:
                 next_arrival += 1
             if self.dirty:
                 self._settle(now)
-        end = self.horizon if self.horizon is not None else self.last_progress
+        end = self.horizon if self.horizon is not None else cap if capped else self.last_progress
         return self._result(end)
 
     def _handle(self, kind: int, obj: Any, token: int, now: float) -> None:

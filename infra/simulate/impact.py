@@ -9,9 +9,10 @@ not synthesize, is named with its first problem instead of a figure.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from components import catalog
+from infra.review import StackReview
 from infra.simulate import engine, model, report, trace
 
 SEED = 0
@@ -101,3 +102,10 @@ def markdown(rows: list[list[str]], source: str, base: Mapping[str, Any], head: 
             "",
         ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def section(rows: list[list[str]], source: str, reviews: Sequence[StackReview]) -> str:
+    """The section for the stacks of a review: each side's synthesized snapshot, or its error."""
+    base = {r.stack: r.base if r.base is not None else {"error": r.base_error} for r in reviews if r.base is not None or r.base_error}
+    head = {r.stack: r.head if r.head is not None else {"error": r.head_error} for r in reviews if r.head is not None or r.head_error}
+    return markdown(rows, source, base, head)

@@ -671,4 +671,5 @@ def spot_rate_per_s(pool: PoolModel) -> float:
 
 def backoff_s(kueue: KueueConfig, requeues: int) -> float:
     """Kueue's requeue delay after the n-th waitForPodsReady eviction: base x 2^(n-1), capped."""
-    return min(kueue.backoff_base_s * math.pow(2, requeues - 1), kueue.backoff_max_s)
+    # The exponent is capped: past it the maximum has long been reached (and 2**n would overflow).
+    return min(kueue.backoff_base_s * math.pow(2, min(requeues - 1, 64)), kueue.backoff_max_s)

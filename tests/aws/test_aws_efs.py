@@ -67,7 +67,7 @@ def test_each_team_gets_an_access_point_owned_by_the_trainer_user(dev: Synthesis
 
 def test_the_efs_csi_add_on_is_pinned_without_an_iam_role(dev: Synthesis) -> None:
     (addon,) = [a["inputs"] for a in dev.by_type(ADDON) if a["inputs"]["addonName"] == "aws-efs-csi-driver"]
-    assert addon["addonVersion"] == facts.ADDON_VERSIONS["1.33"]["aws-efs-csi-driver"]
+    assert addon["addonVersion"] == facts.ADDON_VERSIONS["1.35"]["aws-efs-csi-driver"]
     assert "serviceAccountRoleArn" not in addon
 
 

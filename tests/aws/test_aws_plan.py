@@ -135,19 +135,25 @@ def test_kubeconfig_authenticates_with_aws_eks_get_token() -> None:
     assert user["args"][user["args"].index("--region") + 1] == "us-west-2"
 
 
-def test_trainer_subjects_are_the_trainer_account_of_each_team() -> None:
+def test_each_team_has_a_trainer_identity_of_its_own() -> None:
     raw = platform_of("dev-aws")
     raw["scheduling"] = {"teams": [{"name": "vision"}, {"name": "nlp"}]}
-    assert plan.trainer_subjects(spec_of(raw)) == [
-        "system:serviceaccount:nlp:trainer",
-        "system:serviceaccount:vision:trainer",
+    identities = plan.trainer_identities(spec_of(raw))
+    assert [(i.resource_suffix, i.subject, i.team) for i in identities] == [
+        ("trainer-vision", "system:serviceaccount:vision:trainer", "vision"),
+        ("trainer-nlp", "system:serviceaccount:nlp:trainer", "nlp"),
     ]
 
 
-def test_without_teams_the_trainer_runs_in_default() -> None:
+def test_without_teams_the_one_trainer_role_runs_in_default_and_keeps_its_name() -> None:
     raw = platform_of("dev-aws")
     raw.pop("scheduling", None)
-    assert plan.trainer_subjects(spec_of(raw)) == ["system:serviceaccount:default:trainer"]
+    (identity,) = plan.trainer_identities(spec_of(raw))
+    assert (identity.resource_suffix, identity.subject, identity.team) == (
+        "trainer-role",
+        "system:serviceaccount:default:trainer",
+        None,
+    )
 
 
 def test_prod_keeps_a_nat_gateway_per_zone() -> None:

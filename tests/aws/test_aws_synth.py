@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 
 from components import jobs
 from components.aws import facts, plan
 from infra import cli, stackfile
 from infra.synth import Synthesis
-from helpers import REFERENCE, REPO, stack_config
+from aws_support import variant
+from helpers import REFERENCE, REPO
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -28,15 +28,6 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 
 Synth = Callable[[str], Synthesis]
-
-
-def variant(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Synthesis:
-    """dev-aws with `change` applied to its platform, synthesized from a temporary stack file."""
-    config = stack_config("dev-aws")
-    change(config["gpu-platform:platform"])
-    path = tmp_path / "Pulumi.variant.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
-    return cli.synthesize(str(path), REPO)[2]
 
 
 def node_group(result: Synthesis, name: str) -> dict[str, Any]:
@@ -224,7 +215,7 @@ def test_prod_endpoint_is_not_public(prod: Synthesis) -> None:
 
 
 def test_the_cluster_runs_the_specs_kubernetes_version(dev: Synthesis) -> None:
-    assert cluster(dev)["inputs"]["version"] == "1.33"
+    assert cluster(dev)["inputs"]["version"] == "1.35"
 
 
 def test_the_cluster_authenticates_with_access_entries(dev: Synthesis) -> None:
@@ -245,7 +236,7 @@ def test_every_control_plane_log_is_on(dev: Synthesis) -> None:
 
 def test_core_addons_are_pinned_for_the_clusters_minor(dev: Synthesis) -> None:
     addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in dev.by_type("aws:eks/addon:Addon")}
-    assert addons == facts.ADDON_VERSIONS["1.33"]
+    assert addons == facts.ADDON_VERSIONS["1.35"]
 
 
 def test_an_oidc_provider_serves_the_clusters_issuer(dev: Synthesis) -> None:
@@ -436,17 +427,47 @@ def test_the_autoscaler_role_trusts_only_its_service_account(dev: Synthesis) -> 
     assert statement["Principal"]["Federated"].endswith(":oidc-provider/oidc.eks.us-west-2.mock.internal/id/ml-dev")
 
 
-def test_the_trainer_role_trusts_the_trainer_account_of_each_team(tmp_path: Path) -> None:
+def test_each_team_s_trainer_role_trusts_only_that_team_s_trainer_account(tmp_path: Path) -> None:
     result = variant(tmp_path, lambda p: p.update(scheduling={"teams": [{"name": "vision"}, {"name": "nlp"}]}))
-    (statement,) = trust(result, "ml-dev-storage-trainer-role")["Statement"]
-    assert statement["Condition"]["StringEquals"]["oidc.eks.us-west-2.mock.internal/id/ml-dev:sub"] == [
-        "system:serviceaccount:nlp:trainer",
-        "system:serviceaccount:vision:trainer",
-    ]
+    for team in ("vision", "nlp"):
+        (statement,) = trust(result, f"ml-dev-storage-trainer-{team}")["Statement"]
+        assert statement["Condition"]["StringEquals"]["oidc.eks.us-west-2.mock.internal/id/ml-dev:sub"] == [
+            f"system:serviceaccount:{team}:trainer"
+        ]
 
 
-def test_the_trainer_may_use_only_the_training_bucket_and_its_key(dev: Synthesis) -> None:
-    document = json.loads(dev.one(ROLE_POLICY, "ml-dev-storage-trainer-role")["inputs"]["policy"])
+def test_a_team_s_trainer_reads_and_writes_only_its_prefix_and_reads_datasets(prod: Synthesis) -> None:
+    document = json.loads(prod.one(ROLE_POLICY, "ml-prod-storage-trainer-research")["inputs"]["policy"])
+    by_sid = {s["Sid"]: s for s in allows(document)}
+    assert by_sid["ReadWriteOwnObjects"]["Resource"] == ["arn:aws:s3:::ml-prod-prod-training/teams/research/*"]
+    assert by_sid["ReadDatasets"] == {
+        "Sid": "ReadDatasets",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": ["arn:aws:s3:::ml-prod-prod-training/datasets/*"],
+    }
+    assert by_sid["ListOwnObjects"]["Condition"] == {
+        "StringLike": {"s3:prefix": ["teams/research/", "teams/research/*", "datasets/", "datasets/*"]}
+    }
+
+
+def test_each_team_s_trainer_account_is_annotated_with_its_own_role(prod: Synthesis) -> None:
+    for team in ("research", "applied"):
+        account = prod.one("kubernetes:core/v1:ServiceAccount", f"ml-prod-gpu-{team}-trainer")["inputs"]
+        assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(f"ml-prod-storage-trainer-{team}")
+
+
+def test_team_members_get_access_entries_in_their_team_s_group_and_no_access_policy(prod: Synthesis) -> None:
+    entry = prod.one("aws:eks/accessEntry:AccessEntry", "ml-prod-access-role-research-engineers")
+    assert entry["inputs"]["kubernetesGroups"] == ["gpu-platform:team:research"]
+    associations = [r["inputs"]["principalArn"] for r in prod.by_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")]
+    assert "arn:aws:iam::111122223333:role/research-engineers" not in associations
+
+
+def test_without_teams_the_trainer_may_use_only_the_training_bucket_and_its_key(tmp_path: Path) -> None:
+    result = variant(tmp_path, lambda p: p.pop("scheduling"))
+    assert result.outputs["trainerRoleArn"] == result.outputs["trainerRoleArns"]["default"]
+    document = json.loads(result.one(ROLE_POLICY, "ml-dev-storage-trainer-role")["inputs"]["policy"])
     resources = {r for s in allows(document) for r in as_list(s["Resource"])}
     assert resources == {
         "arn:aws:s3:::ml-dev-dev-training",

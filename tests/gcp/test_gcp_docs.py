@@ -8,7 +8,7 @@ from gcp_support import REPO
 
 from components.spec import GcpSpec, NodePoolSpec
 
-GCP_POOL_KEYS = {"driverVersion", "reservation", "compactPlacement", "multiGpuTraining"}
+GCP_POOL_KEYS = {"driverVersion", "compactPlacement", "multiGpuTraining"}
 
 
 def table_keys(heading: str) -> set[str]:

@@ -52,7 +52,8 @@ def gcp_spec(raw: dict[str, Any]) -> tuple[PlatformSpec, Any]:
 def test_accelerator_type_and_count_come_from_the_machine_type(
     machine: str, gpus: int | None, accelerator: str, count: int
 ) -> None:
-    pool = {"instanceType": machine} | ({"gpusPerNode": gpus} if gpus else {})
+    # Spot: every machine here is sold that way (A3 Mega and Ultra are not sold on-demand).
+    pool = {"instanceType": machine, "capacity": "spot"} | ({"gpusPerNode": gpus} if gpus else {})
     p = pool_plan(with_pool(**pool))
     assert (p.machine_type, p.accelerator, p.accelerator_count) == (machine, accelerator, count)
 
@@ -85,9 +86,9 @@ def test_only_mig_pools_are_partitioned() -> None:
     assert p.partition_size is None
 
 
-def test_nvidia_device_plugin_opts_the_pool_out_of_gkes_plugin_and_sharing() -> None:
+def test_device_plugin_none_opts_the_pool_out_of_gkes_plugin_and_sharing() -> None:
     raw = with_pool(instanceType="g2-standard-8", sharing={"mode": "time-slicing", "replicas": 4})
-    raw["devicePlugin"] = "nvidia"
+    raw["devicePlugin"] = "none"
     p = pool_plan(raw)
     assert (p.labels[plan.NO_GKE_DEVICE_PLUGIN_LABEL], p.sharing) == ("true", None)
 
@@ -147,7 +148,7 @@ def test_gpu_nodes_are_tainted_in_gke_spelling() -> None:
 def test_reservation_and_compact_placement_pass_through() -> None:
     raw = with_pool(instanceType="a3-highgpu-8g", reservation="h100-block", compactPlacement=True, zones=["us-central1-a"])
     p = pool_plan(raw)
-    assert (p.reservation, p.compact_placement) == ("h100-block", True)
+    assert (p.reservation_affinity, p.compact_placement) == (("SPECIFIC_RESERVATION", "h100-block"), True)
 
 
 def test_a_regional_cluster_lives_in_the_region_with_its_zones_as_node_locations() -> None:

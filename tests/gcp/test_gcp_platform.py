@@ -25,10 +25,11 @@ def prod(synthesized: Callable[[str], Synthesis]) -> Synthesis:
 
 @pytest.fixture(scope="module")
 def variant() -> Synthesis:
-    """dev-gcp with NVIDIA's device plugin, an existing network, auto-provisioning, teams and a
-    reserved, LATEST-driver training pool: the paths the example stacks do not take."""
+    """dev-gcp without GKE's device plugin (the operator brings one), an existing network,
+    auto-provisioning, teams and a reserved, LATEST-driver training pool: the paths the example
+    stacks do not take."""
     raw = platform()
-    raw["devicePlugin"] = "nvidia"
+    raw["devicePlugin"] = "none"
     raw["scheduling"] = {"teams": [{"name": "vision"}, {"name": "nlp"}]}
     raw["gcp"]["network"] = {
         "existing": {"network": "shared-vpc", "subnetwork": "gke-nodes", "podsRange": "gke-pods", "servicesRange": "gke-svc"}
@@ -86,11 +87,11 @@ def test_the_mig_pool_is_partitioned_by_its_profile(dev: Synthesis) -> None:
     assert accelerator(dev, "a100-mig")["gpuPartitionSize"] == "1g.5gb"
 
 
-def test_no_pool_shares_through_gke_under_nvidias_plugin(variant: Synthesis) -> None:
+def test_no_pool_shares_through_gke_without_its_plugin(variant: Synthesis) -> None:
     assert all("gpuSharingConfig" not in accelerator(variant, pool) for pool in ("l4-shared", "a100-mig", "h100-train"))
 
 
-def test_nvidias_plugin_labels_every_pool_out_of_gkes(variant: Synthesis) -> None:
+def test_device_plugin_none_labels_every_pool_out_of_gkes(variant: Synthesis) -> None:
     labels = [node_pool(variant, pool)["inputs"]["nodeConfig"]["labels"] for pool in ("l4-shared", "a100-mig", "h100-train")]
     assert all(label["gke-no-default-nvidia-gpu-device-plugin"] == "true" for label in labels)
 
@@ -182,7 +183,7 @@ def test_the_cluster_runs_gke_standard_as_the_spec_says(prod: Synthesis) -> None
     inputs = cluster(prod)["inputs"]
     assert {k: inputs[k] for k in ("location", "minMasterVersion", "releaseChannel", "removeDefaultNodePool")} == {
         "location": "us-central1",
-        "minMasterVersion": "1.33",
+        "minMasterVersion": "1.35",
         "releaseChannel": {"channel": "STABLE"},
         "removeDefaultNodePool": True,
     }
@@ -254,25 +255,44 @@ def test_the_bucket_is_private_versioned_and_expires_old_versions(dev: Synthesis
     assert bucket["location"] == "US-CENTRAL1"
 
 
-def test_the_trainer_may_use_objects_in_that_bucket_only(dev: Synthesis) -> None:
-    trainer = "serviceAccount:ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
-    grants = [
-        (r["type"], r["inputs"].get("bucket"), r["inputs"]["role"])
+def test_a_team_s_trainer_may_use_its_own_folder_and_read_datasets_only(dev: Synthesis) -> None:
+    [team] = [t["name"] for t in platform()["scheduling"]["teams"]][:1]
+    trainer = f"serviceAccount:ml-dev-t-{team}@my-ml-dev.iam.gserviceaccount.com"
+    grants = sorted(
+        (r["type"], r["inputs"].get("bucket"), r["inputs"].get("managedFolder"), r["inputs"]["role"])
         for r in dev.resources
         if r["inputs"].get("member") == trainer
+    )
+    folder = "gcp:storage/managedFolderIamMember:ManagedFolderIamMember"
+    assert grants == [
+        (folder, "ml-dev-dev-training", "datasets/", "roles/storage.objectViewer"),
+        (folder, "ml-dev-dev-training", f"teams/{team}/", "roles/storage.objectUser"),
     ]
+
+
+def test_without_teams_one_trainer_may_use_objects_in_that_bucket_only() -> None:
+    raw = platform()
+    raw.pop("scheduling")
+    result = synthesize(raw)
+    trainer = "serviceAccount:ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
+    grants = [(r["type"], r["inputs"].get("bucket"), r["inputs"]["role"]) for r in result.resources if r["inputs"].get("member") == trainer]
     assert grants == [("gcp:storage/bucketIAMMember:BucketIAMMember", "ml-dev-dev-training", "roles/storage.objectUser")]
+    assert result.outputs["trainerServiceAccount"] == "ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com"
 
 
-def test_each_team_namespaces_trainer_acts_as_the_trainer_identity(variant: Synthesis) -> None:
+def test_each_team_namespace_s_trainer_acts_as_its_team_s_identity(variant: Synthesis) -> None:
     bindings = variant.by_type("gcp:serviceaccount/iAMMember:IAMMember")
-    assert sorted(r["inputs"]["member"] for r in bindings) == [
-        "serviceAccount:my-ml-dev.svc.id.goog[nlp/trainer]",
-        "serviceAccount:my-ml-dev.svc.id.goog[vision/trainer]",
+    assert sorted((r["inputs"]["member"], r["inputs"]["serviceAccountId"]) for r in bindings) == [
+        (
+            "serviceAccount:my-ml-dev.svc.id.goog[nlp/trainer]",
+            "projects/my-ml-dev/serviceAccounts/ml-dev-t-nlp@my-ml-dev.iam.gserviceaccount.com",
+        ),
+        (
+            "serviceAccount:my-ml-dev.svc.id.goog[vision/trainer]",
+            "projects/my-ml-dev/serviceAccounts/ml-dev-t-vision@my-ml-dev.iam.gserviceaccount.com",
+        ),
     ]
-    assert {(r["inputs"]["role"], r["inputs"]["serviceAccountId"]) for r in bindings} == {
-        ("roles/iam.workloadIdentityUser", "projects/my-ml-dev/serviceAccounts/ml-dev-trainer@my-ml-dev.iam.gserviceaccount.com")
-    }
+    assert {r["inputs"]["role"] for r in bindings} == {"roles/iam.workloadIdentityUser"}
 
 
 def test_workload_identity_bindings_wait_for_the_cluster(dev: Synthesis) -> None:
@@ -322,3 +342,9 @@ def test_the_kubernetes_provider_reaches_the_cluster_once_nodes_exist(dev: Synth
 
 def test_the_same_spec_synthesizes_the_same_resources(dev: Synthesis) -> None:
     assert synthesize(platform()).resources == dev.resources
+
+
+def test_gke_deletion_protection_follows_the_stack_file() -> None:
+    raw = platform("prod-gcp")
+    raw["cluster"]["deletionProtection"] = False
+    assert cluster(synthesize(raw, "prod-gcp"))["inputs"]["deletionProtection"] is False

@@ -41,7 +41,7 @@ def test_gcp_section_is_refused_on_aws() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("driverVersion", "LATEST"), ("reservation", "my-h100s"), ("compactPlacement", True), ("multiGpuTraining", True)],
+    [("driverVersion", "LATEST"), ("compactPlacement", True), ("multiGpuTraining", True)],
 )
 def test_gcp_pool_fields_are_refused_on_aws(key: str, value: object) -> None:
     assert messages_at(aws_platform(**{key: value}), f"{POOL0}.{key}", region="us-west-2") == [
@@ -109,15 +109,30 @@ def test_gke_sharing_is_refused_on_a_multi_gpu_training_pool() -> None:
     raw["nodePools"][0]["multiGpuTraining"] = True
     assert messages_at(raw, f"{POOL0}.sharing.mode") == [
         "time-slicing through GKE's device plugin gives each pod at most one GPU, but this pool is marked "
-        "multiGpuTraining; drop the sharing, or set devicePlugin: nvidia"
+        "multiGpuTraining; drop the sharing or the mark"
     ]
 
 
-def test_nvidia_device_plugin_may_share_a_multi_gpu_training_pool() -> None:
+def test_the_standalone_nvidia_device_plugin_is_refused_on_gke() -> None:
     raw = platform()
     raw["devicePlugin"] = "nvidia"
-    raw["nodePools"][0]["multiGpuTraining"] = True
-    assert problems_of(raw) == []
+    assert [f"{p.path}: {p.message}" for p in problems_of(raw)] == [
+        "platform.devicePlugin: not on gcp: NVIDIA's standalone device plugin needs the NVIDIA container toolkit on "
+        "the node, which GKE's Container-Optimized OS nodes do not have (GKE runs its own device plugin there); use "
+        "managed (the default on gcp)"
+    ]
+
+
+def test_the_refusal_is_one_line_naming_the_stack_file_and_field() -> None:
+    raw = platform()
+    raw["devicePlugin"] = "nvidia"
+    with pytest.raises(SpecError) as raised:
+        spec_of(raw)
+    assert raised.value.render().splitlines() == [
+        "stacks/Pulumi.test.yaml: platform.devicePlugin: not on gcp: NVIDIA's standalone device plugin needs the "
+        "NVIDIA container toolkit on the node, which GKE's Container-Optimized OS nodes do not have (GKE runs its "
+        "own device plugin there); use managed (the default on gcp)"
+    ]
 
 
 def test_gke_shares_a_gpu_between_at_most_48_pods() -> None:

@@ -11,7 +11,7 @@ from components.kubernetes.device_plugin import config_map, device_plugin_labels
 
 
 def mixed_platform() -> dict[str, Any]:
-    """An existing cluster with every sharing profile: none, time-slicing, MPS and MIG."""
+    """An existing cluster with every sharing profile this plugin serves: none, time-slicing and MPS."""
     platform = onprem_platform()
     platform["scheduling"] = {}
     base = {"gpuModel": "A100-80GB", "gpusPerNode": 8, "minNodes": 1, "maxNodes": 1}
@@ -20,7 +20,6 @@ def mixed_platform() -> dict[str, Any]:
         {**base, "name": "sliced", "nodeSelector": {"lab/pool": "sliced"}, "sharing": {"mode": "time-slicing", "replicas": 4}},
         {**base, "name": "sliced-too", "nodeSelector": {"lab/pool": "sliced-too"}, "sharing": {"mode": "time-slicing", "replicas": 4}},
         {**base, "name": "mps", "nodeSelector": {"lab/pool": "mps"}, "sharing": {"mode": "mps", "replicas": 2}},
-        {**base, "name": "mig", "nodeSelector": {"lab/pool": "mig"}, "sharing": {"mode": "mig", "profile": "1g.10gb"}},
     ]
     return platform
 
@@ -30,7 +29,7 @@ def configs() -> dict[str, dict[str, Any]]:
 
 
 def test_one_named_config_per_sharing_profile_and_the_default() -> None:
-    assert sorted(configs()) == ["mig-single", "mps-2", "none", "time-slicing-4"]
+    assert sorted(configs()) == ["mps-2", "none", "time-slicing-4"]
 
 
 def test_every_pool_s_label_names_a_config_in_the_map() -> None:
@@ -51,10 +50,6 @@ def test_mps_replicas_equal_the_spec() -> None:
 
 def test_shared_gpus_give_a_pod_one_slot_at_most() -> None:
     assert configs()["time-slicing-4"]["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
-
-
-def test_mig_pools_advertise_their_instances_with_the_single_strategy() -> None:
-    assert configs()["mig-single"] == {"version": "v1", "flags": {"migStrategy": "single"}}
 
 
 def test_the_default_config_shares_nothing() -> None:

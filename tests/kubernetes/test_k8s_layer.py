@@ -11,7 +11,6 @@ import yaml
 from k8s_support import chart_defaults, chart_keys, crd_schema, onprem_platform, synthesize
 
 from components import charts
-from components.kubernetes.releases import KUEUE_CONFIGURATION
 from components.kubernetes.tiers import DEFAULT_TIERS
 from infra.synth import Synthesis
 
@@ -61,6 +60,9 @@ def test_built_in_objects_validate_against_kubernetes_1_33_strictly(onprem: Synt
         "ResourceQuota",
         "LimitRange",
         "ServiceAccount",
+        "Job",
+        "Role",
+        "RoleBinding",
     }
     for obj in core:
         kubernetes_validate.validate(obj, "1.33", strict=True)
@@ -125,12 +127,20 @@ def test_no_device_plugin_where_the_platform_provides_one(managed: Synthesis) ->
     assert charts.NVIDIA_DEVICE_PLUGIN.name not in {r["inputs"]["name"] for r in managed.by_type(RELEASE)}
 
 
-def test_kueue_runs_the_chart_s_configuration_checking_only_covered_resources(onprem: Synthesis) -> None:
+def test_kueue_runs_the_chart_s_configuration_managing_team_namespaces_and_checking_only_covered_resources(
+    onprem: Synthesis,
+) -> None:
     chart_default = chart_defaults(charts.KUEUE.name, charts.KUEUE.version)
     default_config = yaml.safe_load(chart_default["managerConfig"]["controllerManagerConfigYaml"])
     ours = yaml.safe_load(release(onprem, charts.KUEUE)["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert ours == KUEUE_CONFIGURATION
-    assert ours == {**default_config, "resources": {"quotaCheckStrategy": "IgnoreUndeclared"}}
+    assert ours == {
+        **default_config,
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["research", "applied"]}]
+        },
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+    }
 
 
 def test_kueue_installs_after_jobset_so_its_jobset_integration_starts(onprem: Synthesis) -> None:
@@ -184,11 +194,12 @@ def test_a_changed_tier_value_replaces_its_priority_class(onprem: Synthesis) -> 
 # --- queues and quotas ----------------------------------------------------------------------
 
 
-def test_every_custom_resource_waits_for_the_kueue_release(onprem: Synthesis) -> None:
+def test_every_custom_resource_waits_for_kueue_s_webhook_gate(onprem: Synthesis) -> None:
     custom = [r for r in onprem.resources if r["type"].startswith(KUEUE_TYPE)]
-    assert len(custom) == 2 + 1 + 2 + 2 + len(DEFAULT_TIERS)
+    # 2 flavors, 1 cohort, 2 cluster queues, 2 x 2 local queues (the team's and `default`), tiers.
+    assert len(custom) == 2 + 1 + 2 + 4 + len(DEFAULT_TIERS)
     for resource in custom:
-        assert f"{RELEASE}::lab-gpu-kueue" in resource["options"]["dependsOn"], resource["name"]
+        assert "kubernetes:batch/v1:Job::lab-gpu-kueue-webhook-ready" in resource["options"]["dependsOn"], resource["name"]
 
 
 def test_one_resource_flavor_per_pool(onprem: Synthesis) -> None:
@@ -222,7 +233,12 @@ def test_cluster_queues_are_created_after_the_flavors_and_cohort_they_name(onpre
 
 def test_each_team_has_a_namespace_with_its_local_queue(onprem: Synthesis) -> None:
     queues = {(q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in objects_of(onprem, "LocalQueue")}
-    assert queues == {("research", "research", "research"), ("applied", "applied", "applied")}
+    assert queues == {
+        ("research", "research", "research"),
+        ("research", "default", "research"),
+        ("applied", "applied", "applied"),
+        ("applied", "default", "applied"),
+    }
     assert {"research", "applied"} <= {ns["metadata"]["name"] for ns in objects_of(onprem, "Namespace")}
 
 

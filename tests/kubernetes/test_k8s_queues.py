@@ -83,8 +83,8 @@ def test_all_team_queues_share_one_cohort_so_idle_quota_can_be_borrowed() -> Non
     assert cohorts == {"lab"}
 
 
-def test_borrowed_quota_is_reclaimed_for_higher_priorities() -> None:
+def test_nominal_quota_is_reclaimed_from_borrowers_of_any_tier_and_tiers_preempt_within_a_team() -> None:
     platform = onprem_platform()
     plan = plan_of(platform)
     preemption = cluster_queue_spec(plan.teams[0], plan, pools_of(platform))["preemption"]
-    assert preemption == {"reclaimWithinCohort": "LowerPriority", "withinClusterQueue": "LowerPriority"}
+    assert preemption == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -187,6 +186,6 @@ def test_the_cli_names_the_stack_file_and_field_and_exits_2(tmp_path: Path) -> N
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"{os.path.relpath(stack_file, REPO)}: platform.scheduling.teams: teams ask for 33 GPU slots on pool 'a100-train' (research 33),"
+        f"{stack_file}: platform.scheduling.teams: teams ask for 33 GPU slots on pool 'a100-train' (research 33),"
         " which holds 32 (4 nodes x 8 GPUs); lower the quotas or raise the pool's maxNodes"
     ]

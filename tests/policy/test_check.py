@@ -28,8 +28,8 @@ def also_declare(monkeypatch: pytest.MonkeyPatch, declare: Callable[[PlatformSpe
     """Run the real program, plus `declare`: a stand-in for a resource a wing would build."""
     build = program.build_platform
 
-    def build_and_declare(spec: PlatformSpec) -> dict[str, Any]:
-        outputs = build(spec)
+    def build_and_declare(spec: PlatformSpec, trainer_context: Path | None = None) -> dict[str, Any]:
+        outputs = build(spec, trainer_context)
         declare(spec)
         return outputs
 

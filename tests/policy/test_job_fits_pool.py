@@ -249,3 +249,35 @@ def test_the_pack_runs_the_fit_proof_on_a_real_preview_s_resources(records: Call
     [(message, urn)] = run_pack(declared)
     assert urn == "urn:pulumi:prod-aws::gpu-platform::aws:eks/nodeGroup:NodeGroup::ml-prod-h100-train"
     assert message.startswith("pool h100-train, job 8 node(s) x 8 GPU(s): ")
+
+
+# --- capacity obtainable on request ---------------------------------------------------------
+
+
+def test_a_queued_pool_without_the_admission_check_admits_jobs_that_never_get_nodes(records: Callable[[str], Records]) -> None:
+    declared = records("prod-gcp")
+    for queue in (r for r in declared if r["type"].endswith("ClusterQueue")):
+        del queue["inputs"]["spec"]["admissionChecksStrategy"]
+    found = [m for m in misfits("prod-gcp", declared) if "research" in m and "4 node(s)" in m]
+    assert found == [
+        "pool h200-train, job 4 node(s) x 8 GPU(s): a node of node pool h200-train (granted on request) comes only"
+        " through a ProvisioningRequest, but ClusterQueue research admits on flavor h200-train without an admission"
+        " check of class queued-provisioning.gke.io: the job would be admitted and never get a node"
+    ]
+
+
+def test_a_queued_flavor_without_the_gke_queued_toleration_leaves_its_pods_pending(records: Callable[[str], Records]) -> None:
+    declared = records("prod-gcp")
+    flavor = find(declared, "ResourceFlavor", "ml-prod-gpu-h200-train")["inputs"]["spec"]
+    flavor["tolerations"] = [t for t in flavor["tolerations"] if t["key"] != "cloud.google.com/gke-queued"]
+    assert (
+        "pool h200-train, job 1 node(s) x 1 GPU(s): a node of node pool h200-train (granted on request) carries the taint"
+        " cloud.google.com/gke-queued=true:NoSchedule, which the pods do not tolerate"
+    ) in misfits("prod-gcp", declared)
+
+
+def test_a_check_of_another_class_does_not_bring_queued_nodes(records: Callable[[str], Records]) -> None:
+    declared = records("prod-gcp")
+    config = next(r for r in declared if r["type"].endswith("ProvisioningRequestConfig"))
+    config["inputs"]["spec"]["provisioningClassName"] = "check-capacity.autoscaling.x-k8s.io"
+    assert any("without an admission check of class queued-provisioning.gke.io" in m for m in misfits("prod-gcp", declared))

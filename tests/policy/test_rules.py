@@ -3,7 +3,9 @@ one that fails. The wings build these resources; the rules must hold whoever dec
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from datetime import date
 from typing import Any
 
 import pytest
@@ -532,3 +534,41 @@ def test_synth_records_become_resources_with_their_options() -> None:
     component = {**record, "type": "gpu-platform:aws:GpuPool", "custom": False}
     [resource] = rules.from_synthesis([record, component])
     assert (resource.protect, resource.ignore_changes, resource.depends_on) == (True, ("scalingConfig.desiredSize",), ("a::b",))
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+def eks_cluster(version: str) -> Resource:
+    return Resource(rules.EKS_CLUSTER, "ml-prod", {"name": "ml-prod", "version": version})
+
+
+def gke_cluster(version: str) -> Resource:
+    return Resource(rules.GKE_CLUSTER, "ml-prod", {"name": "ml-prod", "minMasterVersion": version})
+
+
+def on(day: date) -> rules.Context:
+    return dataclasses.replace(DEV, today=day)
+
+
+def test_a_version_in_standard_support_passes() -> None:
+    today = on(date(2026, 12, 2))
+    assert rules.kubernetes_standard_support([eks_cluster("1.35"), gke_cluster("1.35")], today) == []
+
+
+def test_eks_1_34_is_past_standard_support_on_its_last_day() -> None:
+    [violation] = rules.kubernetes_standard_support([eks_cluster("1.34")], on(date(2026, 12, 2)))
+    assert violation.message == (
+        "Kubernetes 1.34 left standard support on 2026-12-02 (EKS, judged on 2026-12-02): set "
+        "cluster.kubernetesVersion to 1.35"
+    )
+
+
+def test_gke_judges_the_minor_of_a_patch_version() -> None:
+    assert ids(rules.kubernetes_standard_support([gke_cluster("1.33.5-gke.100")], on(date(2026, 12, 2)))) == [
+        "kubernetes-standard-support"
+    ]
+
+
+def test_past_standard_support_is_advisory() -> None:
+    assert RULES_BY_ID["kubernetes-standard-support"].enforcement == "advisory"

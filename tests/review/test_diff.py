@@ -277,7 +277,49 @@ def test_the_report_is_the_same_text_for_the_same_inputs() -> None:
     assert f"`{rules.EKS_NODE_GROUP}::ml-dev-train`: **replaced**" in first
 
 
+INVALID = {"error": "stacks/Pulumi.dev-aws.yaml: platform.cloud: expected 'aws'"}
+
+
 def test_a_stack_invalid_in_the_working_tree_shows_its_spec_errors() -> None:
-    result = review.review_stack("dev-aws", snapshot([], []), {"error": "stacks/Pulumi.dev-aws.yaml: platform.cloud: expected 'aws'"})
+    result = review.review_stack("dev-aws", snapshot(stack(node_group()), [pool("train")]), INVALID)
     assert result.status == "invalid"
-    assert "platform.cloud: expected 'aws'" in "\n".join(review.render_stack(result))
+    assert review.render_stack(result) == [
+        "### `dev-aws`: invalid",
+        "",
+        "The stack file in the working tree is invalid; nothing was synthesized or compared:",
+        "",
+        "```",
+        "stacks/Pulumi.dev-aws.yaml: platform.cloud: expected 'aws'",
+        "```",
+        "",
+    ]
+
+
+@pytest.mark.parametrize(("base_invalid", "head_invalid", "sides"), [(True, False, "base"), (False, True, "working tree"), (True, True, "base and working tree")])
+def test_an_invalid_stack_shows_no_policy_capacity_or_resource_figures(base_invalid: bool, head_invalid: bool, sides: str) -> None:
+    valid = snapshot(stack(node_group()), [pool("train")])
+    result = review.review_stack("dev-aws", INVALID if base_invalid else valid, INVALID if head_invalid else copy.deepcopy(valid))
+    text = review.render([result], "main", "0" * 40)
+    assert f"| `dev-aws` | invalid ({sides}) | - | - | - | - | - |" in text.splitlines()
+    assert "pass" not in text and "→" not in text and "**Resources**" not in text
+    assert text.count("platform.cloud: expected 'aws'") == base_invalid + head_invalid
+
+
+def test_a_replaced_node_group_is_one_replacement() -> None:
+    before = snapshot(stack(node_group()), [pool("train")])
+    after = snapshot(stack(node_group(instanceTypes=["g6.48xlarge"])), [pool("train", instanceType="g6.48xlarge")])
+    result = review.review_stack("dev-aws", before, after)
+    assert result.replacements == 1
+    warnings = [line for line in review.render_stack(result) if line.startswith("> - ")]
+    assert warnings == [
+        "> - pool `train`: `instanceType` g6.12xlarge → g6.48xlarge replaces the pool's node group / node pool"
+        f" (`{rules.EKS_NODE_GROUP}::ml-dev-train`): its nodes are recreated and running pods evicted"
+    ]
+
+
+def test_a_pool_replacement_without_its_resource_replaced_still_counts_once() -> None:
+    records = stack(node_group())
+    result = review.review_stack(
+        "dev-aws", snapshot(records, [pool("train")]), snapshot(copy.deepcopy(records), [pool("train", capacity="on-demand")])
+    )
+    assert result.replacements == 1

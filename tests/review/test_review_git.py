@@ -165,3 +165,61 @@ def test_an_unknown_base_ref_is_a_usage_error(
     monkeypatch.chdir(repo)
     assert cli.main(["review", "--base", "no-such-branch"]) == 2
     assert "--base no-such-branch: not a commit of this repository" in capsys.readouterr().err
+
+
+def test_an_unknown_stack_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(copy_of_this_repository(tmp_path / "unknown"))
+    assert cli.main(["review", "--base", "HEAD", "nosuchstack"]) == 2
+    assert capsys.readouterr().err == (
+        "error: nosuchstack: no stack file stacks/Pulumi.nosuchstack.yaml in the working tree or at the base\n"
+    )
+
+
+def test_a_folder_outside_git_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["review", "--base", "HEAD"]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}: not in a git repository; review compares git commits\n"
+
+
+def break_stack(platform: dict) -> None:
+    platform["nodePools"][0]["maxNodes"] = -1
+
+
+@pytest.mark.parametrize("broken_side", ["base", "working tree"])
+def test_a_stack_invalid_at_either_side_is_reported_invalid_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], broken_side: str
+) -> None:
+    repo = copy_of_this_repository(tmp_path / "invalid")
+    stack_file = repo / "stacks" / "Pulumi.dev-aws.yaml"
+    good = stack_file.read_text()
+    edit_stack(repo, "dev-aws", break_stack)
+    if broken_side == "base":
+        git(repo, "commit", "-qam", "break dev-aws")
+        stack_file.write_text(good)
+    monkeypatch.chdir(repo)
+    assert cli.main(["review", "--base", "HEAD", "dev-aws"]) == 1
+    out, err = capsys.readouterr()
+    assert f"| `dev-aws` | invalid ({broken_side}) | - | - | - | - | - |" in out.splitlines()
+    where = "at the base" if broken_side == "base" else "in the working tree"
+    assert f"The stack file {where} is invalid; nothing was synthesized or compared:" in out
+    assert "stacks/Pulumi.dev-aws.yaml: platform.nodePools[0].maxNodes: " in out
+    assert "pass" not in out and "resources" not in out.split("### `dev-aws`")[0].split("|---|")[-1]
+    assert err == f"error: dev-aws: invalid ({broken_side}); the report shows its errors\n"
+
+
+def test_a_trainer_build_context_is_no_change_between_checkouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The base is synthesized in another folder: the build context is recorded relative to
+    each checkout, so an untouched stack shows no change."""
+    repo = copy_of_this_repository(tmp_path / "trainer")
+    edit_stack(repo, "dev-aws", lambda platform: platform.update(trainer={"image": "build"}))
+    git(repo, "commit", "-qam", "build the trainer")
+    monkeypatch.chdir(repo)
+    assert cli.main(["review", "--base", "HEAD", "dev-aws"]) == 0
+    assert "- `dev-aws`: no changes" in capsys.readouterr().out

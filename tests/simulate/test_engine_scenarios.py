@@ -250,3 +250,16 @@ def test_spot_nodes_are_lost_as_often_as_the_pools_rate() -> None:
     trace = [job(f"j{i}", 0, "a", pool="spot", duration=60 * 86400, checkpoint=3600) for i in range(10)]
     result = engine.simulate(sim, trace, seed=1, horizon_s=30 * 86400)
     assert 500 < sum(j.interruptions for j in result.jobs) < 700
+
+
+def test_a_job_that_keeps_losing_its_work_ends_unfinished_at_the_run_cap() -> None:
+    # A spot node lost every ~15 minutes and a 4-hour job without checkpoints: it never finishes,
+    # and the default horizon stops at the last submission plus 10 x 4 h plus the stall time.
+    sim = stack(
+        [pool("spot", min_nodes=1, max_nodes=1, spot=True, per_node_day=96, scale_up_s=60)],
+        [queue("a", {"spot": 8}, cohort=None)],
+    )
+    result = engine.simulate(sim, [job("j", 0, "a", pool="spot", duration=4 * 3600)], seed=3)
+    stall = engine.STALL_CYCLES * (1800 + 3600)
+    assert result.horizon == engine.RUN_CAP * 4 * 3600 + stall
+    assert outcomes(result)["j"].status == "unfinished" and outcomes(result)["j"].interruptions > 100

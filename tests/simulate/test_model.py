@@ -58,8 +58,13 @@ def test_queues_quotas_cohort_and_policies_come_from_the_kueue_objects(synthesiz
     assert dict(applied.nominal) == {"h100-train": 24, "h200-train": 16, "l4-eval": 3}
     assert research.cohort == applied.cohort == "ml-prod"
     assert dict(stack.cohorts["ml-prod"]) == {"h100-train": 8, "h200-train": 0, "l4-eval": 0}
+    declared = next(
+        r["inputs"]["spec"]
+        for r in synthesized("prod-aws").resources
+        if r["type"].endswith(":ClusterQueue") and r["inputs"]["metadata"]["name"] == "research"
+    )
     assert (research.within_cluster_queue, research.reclaim_within_cohort, research.queueing_strategy) == (
-        "LowerPriority", "LowerPriority", "BestEffortFIFO"
+        declared["preemption"]["withinClusterQueue"], declared["preemption"]["reclaimWithinCohort"], declared["queueingStrategy"]
     )
     assert dict(stack.teams) == {"applied": "applied", "research": "research"}
 

@@ -2,7 +2,9 @@
 
 Every launch goes through `Harness`, which starts the trainer (plain or under torchrun) in its
 own session, writes its output to a log file, and on a timeout kills the whole process tree and
-fails the test: a hang must fail, never block the suite.
+fails the test: a hang must fail, never block the suite. Every launch also runs on a file system
+that refuses renames below the harness's folder (no_rename/sitecustomize.py), as bucket mounts
+do, so every checkpoint the tests write was committed without one.
 
 The reference runs are uninterrupted trainings with one fixed configuration (tiny preset, 40
 steps, a checkpoint every 10). Interrupted, resized and sharded runs are compared against them.
@@ -45,6 +47,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "dist-timeout": 60,
 }
 RUN_TIMEOUT_S = 240.0
+NO_RENAME_HOOK = Path(__file__).resolve().parent / "no_rename"
+NO_RENAME_ENV = "TRAINER_TEST_REFUSE_RENAMES_UNDER"
 
 
 @dataclass
@@ -111,7 +115,7 @@ def _free_port() -> int:
 class Harness:
     max_rel_diff = staticmethod(max_rel_diff)
 
-    def __init__(self, root: Path, data_dir: Path) -> None:
+    def __init__(self, root: Path, data_dir: Path, no_rename_root: Path) -> None:
         self.root = root
         self.data_dir = data_dir
         self.env = dict(
@@ -119,18 +123,21 @@ class Harness:
             TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
             OMP_NUM_THREADS="1",
             PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(NO_RENAME_HOOK), os.environ.get("PYTHONPATH")])),
+            **{NO_RENAME_ENV: str(no_rename_root)},
         )
 
-    def train_args(self, checkpoint_dir: Path, metrics_file: Path, **overrides: Any) -> list[str]:
+    def train_args(self, checkpoint_dir: Path | str, metrics_file: Path, **overrides: Any) -> list[str]:
+        """Overrides are flags by name (underscores for dashes); an empty string is a switch."""
         options = {**TRAIN_DEFAULTS, **{k.replace("_", "-"): v for k, v in overrides.items()}}
         args = ["train", "--data", str(self.data_dir), "--checkpoint-dir", str(checkpoint_dir),
                 "--metrics-file", str(metrics_file)]
         for key, value in options.items():
-            args += [f"--{key}", str(value)]
+            args += [f"--{key}"] + ([str(value)] if value != "" else [])
         return args
 
     def start(self, name: str, nproc: int | None = None, max_restarts: int = 0,
-              checkpoint_dir: Path | None = None, **overrides: Any) -> Run:
+              checkpoint_dir: Path | str | None = None, **overrides: Any) -> Run:
         """nproc None runs a plain process; a number runs under torchrun (elastic, c10d)."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -152,7 +159,35 @@ class Harness:
         with open(log, "wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                                     cwd=folder, start_new_session=True)
-        return Run(proc, log, ckpt, metrics)
+        local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
+        return Run(proc, log, local, metrics)
+
+    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, **overrides: Any) -> Run:
+        """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
+        nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
+        metrics file is shared (rank 0 writes it), each agent logs to node<i>.log."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
+        endpoint = f"127.0.0.1:{_free_port()}"
+        runs = []
+        for node in range(nodes):
+            command = [
+                sys.executable, "-m", "torch.distributed.run",
+                "--nnodes", str(nodes), "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", name,
+                "--monitor-interval", "0.2",
+                "-m", "trainer", *self.train_args(ckpt, metrics, **overrides),
+            ]
+            log = folder / f"node{node}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                                        cwd=folder, start_new_session=True)
+            runs.append(Run(proc, log, ckpt, metrics))
+        codes = [self.finish(run) for run in runs]
+        assert codes == [0] * nodes, "\n".join(f"node {i} exited {c}; log:\n{r.output()[-3000:]}"
+                                                for i, (r, c) in enumerate(zip(runs, codes, strict=True)))
+        return runs[0]
 
     def finish(self, run: Run, timeout: float = RUN_TIMEOUT_S) -> int:
         try:
@@ -217,7 +252,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def harness(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Harness:
-    return Harness(tmp_path_factory.mktemp("runs"), data_dir)
+    return Harness(tmp_path_factory.mktemp("runs"), data_dir, no_rename_root=tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

@@ -26,8 +26,14 @@ GOOD = ["--checkpoint-dir", "ck", "--max-steps", "5", "--checkpoint-every", "5",
          {"WORLD_SIZE": "2", "RANK": "0"}, "--global-batch-size 5 is not divisible by the 2 processes"),
         (["export", "--checkpoint-dir", "{missing}", "--output", "o.pt", "--prune", "1.5", "--quantize", "int8"],
          {}, "argument --prune: expected a number in [0, 1), got '1.5'"),
+        (["train", "--data", "{data}", "--preset", "tiny", "--global-batch-size", "6", "--seq-len", "64",
+          "--parallel", "hsdp", *GOOD],
+         {"WORLD_SIZE": "6", "RANK": "0", "LOCAL_WORLD_SIZE": "4"}, "--parallel hsdp: 6 processes do not split into nodes of 4"),
+        (["prepare", "--input", "{missing}", "--output", "out", "--val-fraction", "0"],
+         {}, "argument --val-fraction: expected a number in (0, 1), got '0'"),
     ],
-    ids=["unknown-preset", "unprepared-data", "seq-len-over-context", "batch-not-divisible", "prune-out-of-range"],
+    ids=["unknown-preset", "unprepared-data", "seq-len-over-context", "batch-not-divisible", "prune-out-of-range",
+         "hsdp-uneven-nodes", "val-fraction-zero"],
 )
 def test_bad_arguments_give_one_line_error_and_nonzero_exit(
     tmp_path: Path, data_dir: Path, args: list[str], env: dict[str, str], message: str

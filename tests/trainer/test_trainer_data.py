@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 import subprocess
 import sys
 from pathlib import Path
@@ -102,9 +103,61 @@ def test_resume_position_continues_the_stream_with_any_world_size(tmp_path: Path
     assert resumed_on_four == uninterrupted[3:]
 
 
-def test_eval_set_is_dealt_evenly_across_ranks(tmp_path: Path) -> None:
+def _eval_split(tmp_path: Path) -> TokenFile:
     (tmp_path / "c.txt").write_bytes(bytes(range(256)) * 40)
     prepare(PrepareConfig(input=tmp_path / "c.txt", output=tmp_path / "data", val_fraction=0.5))
-    tokens = TokenFile(tmp_path / "data", "val", seq_len=16)
-    per_rank = [sum(len(x) for x, _ in eval_batches(tokens, 11, rank, 3, micro_batch_size=2)) for rank in range(3)]
-    assert per_rank == [3, 3, 3], "every rank must run the same number of samples (FSDP all-gathers)"
+    return TokenFile(tmp_path / "data", "val", seq_len=16)
+
+
+def _eval_samples(tokens: TokenFile, samples: int, world_size: int) -> list[list[tuple[int, float]]]:
+    """Per rank: (first token, weight) of every sample it evaluates."""
+    return [
+        [(int(row[0]), float(w)) for inputs, _, weights in eval_batches(tokens, samples, rank, world_size, 2)
+         for row, w in zip(inputs, weights, strict=True)]
+        for rank in range(world_size)
+    ]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 7])
+def test_eval_set_is_the_same_samples_for_any_world_size(tmp_path: Path, world_size: int) -> None:
+    tokens = _eval_split(tmp_path)
+    per_rank = _eval_samples(tokens, 5, world_size)
+    weighted = sorted(first for rank in per_rank for first, w in rank if w == 1.0)
+    assert weighted == sorted(first for first, _ in _eval_samples(tokens, 5, 1)[0])
+    assert len(weighted) == 5
+
+
+def test_every_rank_runs_as_many_eval_samples_even_with_more_ranks_than_samples(tmp_path: Path) -> None:
+    """Under FSDP each rank must run the same forward passes; the padding weighs nothing."""
+    tokens = _eval_split(tmp_path)
+    per_rank = _eval_samples(tokens, 2, world_size=72)
+    assert {len(samples) for samples in per_rank} == {1}
+    assert sum(w for samples in per_rank for _, w in samples) == 2.0
+
+
+@pytest.mark.parametrize("num_samples", [1, 2, 3, 37, 1000, 4096, 4097])
+def test_global_order_is_a_bijection_for_any_dataset_size(num_samples: int) -> None:
+    order = GlobalOrder(num_samples, seed=11)
+    assert sorted(order.indices(0, num_samples).tolist()) == list(range(num_samples))
+
+
+def test_global_order_depends_on_the_seed_and_is_not_the_identity() -> None:
+    first, second = GlobalOrder(1000, seed=1), GlobalOrder(1000, seed=2)
+    assert first.indices(0, 1000).tolist() != second.indices(0, 1000).tolist()
+    assert first.indices(0, 1000).tolist() != list(range(1000))
+    assert first.indices(0, 1000).tolist() == GlobalOrder(1000, seed=1).indices(0, 1000).tolist()
+
+
+def test_global_order_of_fifty_million_samples_takes_no_memory_beyond_the_batch() -> None:
+    """The epoch order used to be materialized: 50M samples took 400 MB per rank."""
+    order = GlobalOrder(num_samples=50_000_000, seed=3)
+    order.indices(0, 8)  # numpy's one-time set-up is not the order's
+    tracemalloc.start()
+    try:
+        batch = order.indices(49_999_000, 2048)  # straddles epochs 0 and 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak} bytes traced"
+    assert len(set(batch[:1000].tolist())) == 1000
+    assert all(0 <= i < 50_000_000 for i in batch.tolist())

@@ -11,6 +11,9 @@ Tolerances, and why they hold with fp32 on CPU (OMP_NUM_THREADS=1 in every run):
   move the loss at the 1e-3 level or more from the first step.
 - FSDP: the reduce-scatter and the sharded grad-norm add in yet another order, and AdamW
   compounds the rounding over 40 steps (~1e-7 observed); FSDP_RTOL = 1e-5.
+- HSDP over two single-process "nodes": parameters are replicated (shards of one), so the
+  gradient all-reduce across the replicate dimension stands in for DDP's; the same 1e-5 as FSDP
+  bounds the different reduction order and the sharded grad-norm (HSDP_RTOL).
 - SIGKILL and restart: same world size, so the resumed run repeats the same arithmetic; the
   required bound RESTART_RTOL = 1e-4 is loose.
 """
@@ -18,6 +21,7 @@ Tolerances, and why they hold with fp32 on CPU (OMP_NUM_THREADS=1 in every run):
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -29,6 +33,7 @@ if TYPE_CHECKING:
 
 WORLD_RTOL = 1e-6
 FSDP_RTOL = 1e-5
+HSDP_RTOL = 1e-5
 RESTART_RTOL = 1e-4
 
 
@@ -40,17 +45,36 @@ def test_two_processes_match_one_process_at_the_same_global_batch(
     assert harness.max_rel_diff(reference_two.eval_losses(), reference_one.eval_losses()) <= WORLD_RTOL
 
 
+def test_more_processes_than_eval_samples_evaluate_the_same_samples(harness: Harness) -> None:
+    """Two ranks, one eval sample: one rank evaluates only padding (weight 0), and the loss is the
+    one sample's loss, as on one process."""
+    short = {"max_steps": 2, "checkpoint_every": 2, "eval_samples": 1}
+    one = harness.run("eval-1-sample-1proc", **short)
+    two = harness.run("eval-1-sample-2proc", nproc=2, **short)
+    assert harness.max_rel_diff(two.eval_losses(), one.eval_losses()) <= WORLD_RTOL
+
+
 def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: Run) -> None:
     fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
     assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL
     assert harness.max_rel_diff(fsdp.eval_losses(), reference_one.eval_losses()) <= FSDP_RTOL
 
 
-def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss(
+def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: Run) -> None:
+    """Two torchrun agents, one process each, as two nodes: a (2 replicas x 1 shard) mesh."""
+    hsdp = harness.run_nodes("hsdp-2-nodes", nodes=2, nproc_per_node=1, parallel="hsdp")
+    assert harness.max_rel_diff(hsdp.train_losses(), reference_two.train_losses()) <= HSDP_RTOL
+    assert harness.max_rel_diff(hsdp.eval_losses(), reference_two.eval_losses()) <= HSDP_RTOL
+    assert (hsdp.checkpoint_dir / "step_00000040" / ".complete").is_file()
+
+
+def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(
     harness: Harness, reference_two: Run
 ) -> None:
+    """The harness's file system refuses every rename (as Mountpoint for S3 does), so this run
+    checkpoints, is killed and resumes exactly as it would on a bucket mount."""
     run = harness.start("sigkill-restart", nproc=2, max_restarts=1)
-    first_ckpt = run.checkpoint_dir / "step_00000010" / ".metadata"
+    first_ckpt = run.checkpoint_dir / "step_00000010" / ".complete"
     harness.wait_for(run, first_ckpt.exists, "the step-10 checkpoint")
     victim = harness.workers(run, 2)[-1]
     assert run.proc.poll() is None, "the run finished before the kill; it must be longer"
@@ -74,9 +98,12 @@ def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss(
 
 
 def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: Run, tmp_path: Path) -> None:
+    """Also: a newer save that never committed (step 30 without its marker) is not resumed from."""
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
     shutil.copytree(reference_two.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    shutil.copytree(reference_two.checkpoint_dir / "step_00000030", checkpoints / "step_00000030")
+    (checkpoints / "step_00000030" / ".complete").unlink()
     resumed = harness.run("resize-2-to-1", checkpoint_dir=checkpoints)
 
     losses = resumed.train_losses()
@@ -97,7 +124,7 @@ def _assert_saved_at_last_logged_step(run: Run) -> int:
     last = run.metrics()[-1]
     step = int(last["step"])
     folder = run.checkpoint_dir / f"step_{step:08d}"
-    assert (folder / ".metadata").is_file(), f"no complete checkpoint for step {step}"
+    assert (folder / ".complete").is_file(), f"no complete checkpoint for step {step}"
     state = json.loads((folder / "trainer.json").read_text())
     assert state["step"] == step
     assert state["consumed_samples"] == step * 16
@@ -138,3 +165,33 @@ def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness)
     for rank in (0, 1):
         assert f"[trainer rank {rank}] stop requested: saved" in run.output()
     assert step < 100_000
+
+
+def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
+    harness: Harness, reference_two: Run, tmp_path: Path
+) -> None:
+    """Written in the background while training goes on, a checkpoint still holds the state of
+    its own step: resumed from step 20, the losses repeat the synchronous run's exactly."""
+    background = harness.run("async-2proc", nproc=2, async_checkpoint="")
+    assert harness.max_rel_diff(background.train_losses(), reference_two.train_losses()) <= WORLD_RTOL
+    for step in (10, 20, 30, 40):
+        assert (background.checkpoint_dir / f"step_{step:08d}" / ".complete").is_file()
+    assert f"saved {background.checkpoint_dir / 'step_00000020'} in the background in " in background.output()
+
+    checkpoints = tmp_path / "checkpoints"
+    shutil.copytree(background.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    resumed = harness.run("async-resumed", nproc=2, checkpoint_dir=checkpoints)
+    expected = {step: loss for step, loss in reference_two.train_losses().items() if step > 20}
+    assert harness.max_rel_diff(resumed.train_losses(), expected) <= WORLD_RTOL
+    assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
+
+
+def test_sigterm_with_async_checkpoints_waits_for_the_pending_save_and_saves_synchronously(harness: Harness) -> None:
+    run = harness.start("sigterm-async", nproc=2, max_steps=100_000, checkpoint_every=2, async_checkpoint="")
+    harness.workers(run, 2)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    assert code != 0
+    step = _assert_saved_at_last_logged_step(run)
+    folders = sorted(run.checkpoint_dir.iterdir())
+    assert folders and all((f / ".complete").is_file() for f in folders), "a pending save was left uncommitted"
+    assert re.search(rf"rank 0\] stop requested: saved \S+step_{step:08d} in \d+\.\ds \(synchronously", run.output())

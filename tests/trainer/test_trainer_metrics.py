@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
 from trainer.config import PRESETS
-from trainer.metrics import PEAK_BF16_TFLOPS, detect_peak_tflops, flops_per_token, mfu, peak_tflops_for
+from trainer.metrics import (
+    detect_peak_tflops,
+    duration,
+    flops_per_token,
+    mfu,
+    peak_tflops_for,
+    progress_line,
+)
 from trainer.model import GPT, count_params, matmul_params
 
 if TYPE_CHECKING:
-    from conftest import Run
+    from conftest import Harness, Run
 
 
 def test_flops_per_token_is_six_n_plus_attention_term() -> None:
@@ -39,14 +50,13 @@ def test_mfu_is_null_on_cpu() -> None:
     assert mfu(1000.0, 10**9, None, world_size=1) is None
 
 
-def test_peak_table_holds_the_catalog_values() -> None:
-    assert PEAK_BF16_TFLOPS == {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0}
-
-
 @pytest.mark.parametrize(
     ("device_name", "tflops"),
-    [("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H200", 989.0),
-     ("NVIDIA L4", 121.0), ("NVIDIA L40S", None), ("Tesla T4", None)],
+    [("NVIDIA A100-SXM4-80GB", 312.0), ("NVIDIA A100 80GB PCIe", 312.0),
+     ("NVIDIA H100 80GB HBM3", 989.5), ("NVIDIA H100 PCIe", 756.5), ("NVIDIA H100 NVL", 835.5),
+     ("NVIDIA H200", 989.5), ("NVIDIA H200 NVL", 835.5), ("NVIDIA B200", 2250.0),
+     ("NVIDIA L4", 121.0), ("NVIDIA L40S", 362.05), ("Tesla T4", 65.0),
+     ("Tesla V100-SXM2-16GB", 125.0), ("Tesla V100-PCIE-32GB", 112.0), ("NVIDIA GeForce RTX 4090", None)],
 )
 def test_peak_is_detected_from_the_cuda_device_name(device_name: str, tflops: float | None) -> None:
     assert peak_tflops_for(device_name) == tflops
@@ -73,3 +83,28 @@ def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: Ru
     assert summary["loss"] == train[-1]["loss"] and summary["eval_loss"] == train[-1]["eval_loss"]
     assert summary["tokens"] == 40 * 16 * 128
     assert train[-1]["loss"] < train[0]["loss"] - 1.0, "the tiny model should learn the toy corpus"
+
+
+def test_progress_line_shows_step_of_total_loss_throughput_mfu_and_eta() -> None:
+    line = progress_line(step=120, total=20000, loss=2.34567, eval_loss=None, tokens_per_s=57712.4,
+                         mfu_value=0.4123, seconds_per_step=0.95)
+    assert line == "step 120/20000 | loss 2.3457 | 57,712 tok/s | MFU 41.2% | ETA 5h14m"
+    assert "MFU n/a" in progress_line(1, 2, 1.0, 0.9, 1.0, None, 1.0)
+    assert [duration(s) for s in (0.4, 12, 185, 3720)] == ["0s", "12s", "3m05s", "1h02m"]
+
+
+def test_progress_goes_to_stdout_every_log_every_steps(harness: Harness, tmp_path: Path) -> None:
+    args = harness.train_args(tmp_path / "checkpoints", tmp_path / "metrics.jsonl", max_steps=6, log_every=2,
+                              checkpoint_every=100, eval_every=0)
+    result = subprocess.run([sys.executable, "-m", "trainer", *args], capture_output=True, text=True,
+                            env=harness.env, timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    pattern = r"step {}/6 \| loss \d+\.\d{{4}} (\| eval \d+\.\d{{4}} )?\| [\d,]+ tok/s \| MFU n/a \| ETA \d+s"
+    assert [int(re.fullmatch(pattern.format(r"(\d)"), line).group(1)) for line in lines[:-1]] == [2, 4, 6]  # type: ignore[union-attr]
+    assert lines[-1].startswith("done: step 6/6 | loss ")
+    assert "tok/s" not in result.stderr
+
+
+def test_only_rank_zero_prints_progress(reference_two: Run) -> None:
+    assert reference_two.output().count("step 10/40 | loss") == 1

@@ -63,13 +63,16 @@ PRESETS: dict[str, ModelConfig] = {
     "1b": ModelConfig(dim=2048, n_layers=20, n_heads=16, max_seq_len=2048),
 }
 
-PARALLEL_MODES = ("ddp", "fsdp")
+# ddp: replicate everything; fsdp: shard parameters, gradients and optimizer state over all
+# ranks; hsdp: shard within a node, replicate across nodes (trainer.parallel).
+PARALLEL_MODES = ("ddp", "fsdp", "hsdp")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     data: Path
-    checkpoint_dir: Path
+    # A folder or an s3:// / gs:// URL (trainer.storage), so kept as text: Path would fold "//".
+    checkpoint_dir: str
     preset: str
     max_steps: int
     checkpoint_every: int
@@ -88,6 +91,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_samples: int = 64
     keep_checkpoints: int = 3
+    async_checkpoint: bool = False
     peak_tflops: float | None = None
     compile: bool = False
     activation_checkpointing: bool = False
@@ -131,7 +135,7 @@ class PrepareConfig:
 
 @dataclass(frozen=True)
 class ExportConfig:
-    checkpoint_dir: Path
+    checkpoint_dir: str
     output: Path
     prune: float
     quantize: str
@@ -164,8 +168,10 @@ def _parsed(convert: Callable[[str], float], accept: Callable[[float], bool], ex
 _positive_int = _parsed(int, lambda v: v >= 1, "a positive integer")
 _non_negative_int = _parsed(int, lambda v: v >= 0, "an integer >= 0")
 _positive_float = _parsed(float, lambda v: v > 0, "a positive number")
-# Half-open [0, 1): 0 holds nothing out (or prunes nothing), 1 leaves nothing to train on.
+# Half-open [0, 1): 0 prunes nothing (or decays to zero), 1 prunes everything.
 _fraction = _parsed(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+# Open (0, 1): a val split of 0 leaves nothing to evaluate, of 1 nothing to train on.
+_split_fraction = _parsed(float, lambda v: 0.0 < v < 1.0, "a number in (0, 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,11 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = commands.add_parser("prepare", help="turn raw text into train/val token files")
     prepare.add_argument("--input", type=Path, required=True, help="a text file or a folder")
     prepare.add_argument("--output", type=Path, required=True, help="data folder to write")
-    prepare.add_argument("--val-fraction", type=_fraction, default=0.1)
+    prepare.add_argument("--val-fraction", type=_split_fraction, default=0.1,
+                         help="share of the bytes held out for evaluation, in (0, 1)")
 
     train = commands.add_parser("train", help="train (single process or under torchrun)")
     train.add_argument("--data", type=Path, required=True)
-    train.add_argument("--checkpoint-dir", type=Path, required=True)
+    train.add_argument("--checkpoint-dir", required=True,
+                       help="a folder shared by all nodes, or an s3:// or gs:// URL")
     train.add_argument("--preset", choices=sorted(PRESETS), required=True)
     train.add_argument("--max-steps", type=_positive_int, required=True)
     train.add_argument("--checkpoint-every", type=_positive_int, required=True)
@@ -200,15 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-samples", type=_positive_int, default=64)
     train.add_argument("--keep-checkpoints", type=_non_negative_int, default=3,
                        help="complete checkpoints to keep; 0 keeps all")
+    train.add_argument("--async-checkpoint", action="store_true",
+                       help="write periodic checkpoints in the background (the last and the SIGTERM save stay synchronous)")
     train.add_argument("--peak-tflops", type=_positive_float, default=None,
-                       help="peak bf16 dense TFLOPS of one accelerator, for MFU")
+                       help="dense bf16 (fp16 without bf16) peak TFLOPS of one accelerator, for MFU")
     train.add_argument("--compile", action="store_true")
     train.add_argument("--activation-checkpointing", action="store_true")
     train.add_argument("--dist-timeout", dest="dist_timeout_s", type=_positive_float,
                        default=600.0, help="seconds before a stuck collective fails")
 
     export = commands.add_parser("export", help="prune and quantize a checkpoint for CPU inference")
-    export.add_argument("--checkpoint-dir", type=Path, required=True)
+    export.add_argument("--checkpoint-dir", required=True,
+                        help="a checkpoint dir or one step_* folder in it; a folder or an s3:// or gs:// URL")
     export.add_argument("--output", type=Path, required=True)
     export.add_argument("--prune", type=_fraction, required=True, help="fraction of Linear weights to zero")
     export.add_argument("--quantize", choices=("int8", "none"), required=True)

@@ -5,7 +5,8 @@ numpy memmaps so a corpus larger than memory costs nothing to open) and `meta.js
 last so its presence means the folder is complete.
 
 A sample is a fixed window of `seq_len + 1` tokens. The order of samples is a function of
-(seed, epoch) alone; a run's position in it is one number, the count of samples consumed.
+(seed, epoch) alone, computed per position without materializing it; a run's position in it is
+one number, the count of samples consumed.
 Each step takes the next `global_batch_size` positions and each rank its own slice of them,
 so the order does not depend on how many processes share the work: a run checkpointed with
 2 processes and resumed with 1 reads exactly what an uninterrupted run would have read.
@@ -17,6 +18,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,18 +88,25 @@ def prepare(cfg: PrepareConfig) -> dict[str, object]:
     return meta
 
 
+def read_meta(data_dir: Path) -> dict[str, Any]:
+    """A prepared folder's meta.json: its format, and what identifies the data (token counts,
+    source), which a resumed run must share with the run that saved (trainer.resume)."""
+    meta_path = data_dir / META_FILE
+    if not meta_path.is_file():
+        raise ConfigError(
+            f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
+        )
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
+    if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
+        raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
+    return meta
+
+
 class TokenFile:
     """One split of a prepared folder, cut into non-overlapping windows of seq_len+1 tokens."""
 
     def __init__(self, data_dir: Path, split: str, seq_len: int) -> None:
-        meta_path = data_dir / META_FILE
-        if not meta_path.is_file():
-            raise ConfigError(
-                f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
-            )
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
-            raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
+        meta = read_meta(data_dir)
         count = int(meta[f"{split}_tokens"])
         self.seq_len = seq_len
         self.num_samples = max(0, (count - 1) // seq_len)
@@ -119,30 +128,62 @@ class TokenFile:
         return window[:, :-1], window[:, 1:]
 
 
+# Rounds of the Feistel network below; with a well-mixing round function, more than the 3-4 that
+# make it a pseudo-random permutation (Luby and Rackoff, 1988).
+FEISTEL_ROUNDS = 6
+_MASK_64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """SplitMix64's finalizer (Steele, Lea and Flood, 2014): every input bit moves every output
+    bit. Plain ints: a step looks up a few dozen samples, where numpy's per-call cost dominates."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK_64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK_64
+    return x ^ (x >> 31)
+
+
 class GlobalOrder:
-    """Maps a global sample position to a sample index: a fresh seeded shuffle per epoch."""
+    """Maps a global sample position to a sample index: a fresh seeded permutation per epoch,
+    computed position by position in O(1) memory.
+
+    The permutation is a balanced Feistel network over the smallest power of 4 that covers the
+    samples, with round keys drawn from (seed, epoch); positions it maps past the last sample are
+    mapped again until they land inside ("cycle walking", Black and Rogaway, 2002), which keeps it
+    a bijection on [0, num_samples). The domain is under 4x the samples, so that takes under 4
+    passes on average. Nothing is materialized: 50M samples cost no more than 50.
+    """
 
     def __init__(self, num_samples: int, seed: int) -> None:
         self.num_samples = num_samples
         self.seed = seed
-        self._epoch = -1
-        self._perm = np.empty(0, dtype=np.int64)
+        self.half_bits = max(1, -(-max(num_samples - 1, 1).bit_length() // 2))
+        self._mask = (1 << self.half_bits) - 1
+        self._epoch_keys: tuple[int, list[int]] = (-1, [])
 
-    def permutation(self, epoch: int) -> np.ndarray:
-        if epoch != self._epoch:
-            rng = np.random.Generator(np.random.PCG64([self.seed, epoch]))
-            self._perm = rng.permutation(self.num_samples)
-            self._epoch = epoch
-        return self._perm
+    def _keys(self, epoch: int) -> list[int]:
+        if self._epoch_keys[0] != epoch:
+            raw = np.random.PCG64([self.seed, epoch]).random_raw(FEISTEL_ROUNDS)
+            self._epoch_keys = (epoch, [int(k) for k in raw])
+        return self._epoch_keys[1]
+
+    def _feistel(self, x: int, keys: list[int]) -> int:
+        left, right = x >> self.half_bits, x & self._mask
+        for key in keys:
+            left, right = right, left ^ (_mix(right ^ key) & self._mask)
+        return (left << self.half_bits) | right
+
+    def sample(self, position: int) -> int:
+        """The sample at a global position (epoch = position // num_samples)."""
+        epoch, x = divmod(position, self.num_samples)
+        keys = self._keys(epoch)
+        x = self._feistel(x, keys)
+        while x >= self.num_samples:
+            x = self._feistel(x, keys)
+        return x
 
     def indices(self, start: int, count: int) -> np.ndarray:
         """Samples at positions [start, start+count), crossing an epoch boundary if needed."""
-        epochs, within = np.divmod(np.arange(start, start + count), self.num_samples)
-        out = np.empty(count, dtype=np.int64)
-        for epoch in np.unique(epochs):
-            in_epoch = epochs == epoch
-            out[in_epoch] = self.permutation(int(epoch))[within[in_epoch]]
-        return out
+        return np.fromiter((self.sample(p) for p in range(start, start + count)), dtype=np.int64, count=count)
 
 
 @dataclass(frozen=True)
@@ -170,28 +211,37 @@ class TrainBatches:
         self.consumed = consumed
 
     def next_step(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's micro-batches of the next step; its positions are contiguous, so their
+        samples are looked up in one call."""
         micro = self.layout.micro_batch_size
-        batches = [
-            self.tokens.batch(self.order.indices(start, micro))
-            for start in self.layout.micro_batch_starts(self.consumed)
-        ]
+        starts = self.layout.micro_batch_starts(self.consumed)
+        samples = self.order.indices(starts[0], len(starts) * micro)
         self.consumed += self.layout.global_batch_size
-        return batches
+        return [self.tokens.batch(samples[i : i + micro]) for i in range(0, len(samples), micro)]
 
 
-def eval_sample_count(tokens: TokenFile, samples: int, world_size: int) -> int:
-    """Rounded down to a multiple of the world size: under FSDP every rank must run the same
-    number of forward passes, or the all-gathers of the one with more would wait forever."""
-    return min(samples, tokens.num_samples) // world_size * world_size
+def eval_sample_count(tokens: TokenFile, samples: int) -> int:
+    """The held-out set: the first --eval-samples windows, or all the val split holds."""
+    return min(samples, tokens.num_samples)
 
 
 def eval_batches(
     tokens: TokenFile, samples: int, rank: int, world_size: int, micro_batch_size: int
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The first validation windows in file order, dealt round-robin to ranks.
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The first validation windows in file order, dealt round-robin to ranks, with a weight per
+    sample.
 
-    A fixed set, not a shuffle, so successive eval losses of one run are comparable.
+    A fixed set, not a shuffle, so successive eval losses of one run are comparable. Every rank
+    runs ceil(count / world_size) samples, because under FSDP every rank must run the same number
+    of forward passes or the all-gathers of the one with more would wait forever; the places past
+    the set repeat window 0 with weight 0. So the loss is over exactly the same samples for any
+    world size, including more ranks than samples.
     """
-    mine = np.arange(rank, eval_sample_count(tokens, samples, world_size), world_size)
-    for start in range(0, len(mine), micro_batch_size):
-        yield tokens.batch(mine[start : start + micro_batch_size])
+    count = eval_sample_count(tokens, samples)
+    per_rank = -(-count // world_size)
+    positions = np.arange(per_rank) * world_size + rank
+    real = positions < count
+    ids = np.where(real, positions, 0)
+    for start in range(0, per_rank, micro_batch_size):
+        inputs, targets = tokens.batch(ids[start : start + micro_batch_size])
+        yield inputs, targets, torch.from_numpy(real[start : start + micro_batch_size].astype(np.float64))

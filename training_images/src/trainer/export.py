@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 from trainer.checkpoint import read_state, resolve
+from trainer.storage import Store
 from trainer.config import ConfigError, ExportConfig, ModelConfig
 from trainer.data import TokenFile, eval_batches
 from trainer.model import GPT, lm_loss
@@ -34,14 +35,14 @@ EXPORT_FORMAT = "trainer-export-v1"
 _EVAL_MICRO_BATCH = 8
 
 
-def load_checkpoint_model(folder: Path) -> GPT:
+def load_checkpoint_model(store: Store, folder: str) -> GPT:
     """Only the model's entries are read; the optimizer state stays on disk. No process group
     is needed: DCP reads a checkpoint written by any number of ranks in one process."""
-    model = GPT(ModelConfig(**read_state(folder).model))
+    model = GPT(ModelConfig(**read_state(store, folder).model))
     wanted = {"model": model.state_dict()}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*assuming the intent is to load in a single process")
-        dcp.load(wanted, checkpoint_id=folder)
+        dcp.load(wanted, storage_reader=store.reader(folder))
     model.load_state_dict(wanted["model"])
     return model.eval()
 
@@ -96,7 +97,7 @@ def quantize_int8(model: nn.Module, quantizer: str) -> nn.Module:
 @torch.no_grad()
 def eval_loss(model: nn.Module, val: TokenFile, samples: int) -> float:
     total, count = 0.0, 0
-    for inputs, targets in eval_batches(val, samples, 0, 1, _EVAL_MICRO_BATCH):
+    for inputs, targets, _ in eval_batches(val, samples, 0, 1, _EVAL_MICRO_BATCH):
         total += float(lm_loss(model(inputs), targets, reduction="sum"))
         count += targets.numel()
     return total / count
@@ -127,11 +128,12 @@ def load_exported(path: Path) -> tuple[nn.Module, int]:
 
 def export(cfg: ExportConfig) -> dict[str, object]:
     quantizer = int8_quantizer() if cfg.quantize == "int8" else "none"
-    folder = resolve(cfg.checkpoint_dir)
-    state = read_state(folder)
+    store = Store(cfg.checkpoint_dir)
+    folder = resolve(store)
+    state = read_state(store, folder)
     data_dir = cfg.data or Path(state.data)
     val = TokenFile(data_dir, "val", state.seq_len)
-    model: nn.Module = load_checkpoint_model(folder)
+    model: nn.Module = load_checkpoint_model(store, folder)
 
     size_before = len(_serialize(model, state.model, state.seq_len, "none"))
     loss_before = eval_loss(model, val, cfg.eval_samples)
@@ -147,7 +149,7 @@ def export(cfg: ExportConfig) -> dict[str, object]:
     os.replace(partial, cfg.output)
     size_after = cfg.output.stat().st_size
     return {
-        "checkpoint": str(folder),
+        "checkpoint": folder,
         "step": state.step,
         "output": str(cfg.output),
         "prune_amount": cfg.prune,

@@ -1,8 +1,10 @@
-"""Throughput, MFU and memory, written as JSON lines by rank 0.
+"""Throughput, MFU and memory, written as JSON lines by rank 0, and progress on its stdout.
 
 Every line carries `step` (the step just completed, 1-based) and `loss`, so a consumer can read
 the file with one rule. `event` is "train" for interval lines and "summary" for the last one.
 Resumed runs append; `attempt` (torchrun's restart count) and `world_size` tell attempts apart.
+Each line also goes to stdout in a form for people (`kubectl logs -f`): step/total, loss,
+tokens/s, MFU, ETA.
 
 MFU counts the flops the model needs, not the ones the hardware ran: 6 per matmul parameter per
 token for forward plus backward, plus 12*L*H*Q*T for attention scores (L layers, H heads, Q head
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -23,14 +26,34 @@ import torch
 from trainer.config import ModelConfig
 from trainer.model import matmul_params
 
-# Dense bf16 peak per accelerator in TFLOPS, from the vendors' datasheets (sparsity excluded).
+# Dense 16-bit tensor-core peak per accelerator in TFLOPS: bf16, or fp16 on GPUs without bf16
+# (T4, V100), the precision the trainer runs there (trainer.parallel). Datasheets quote sparse
+# figures ("with sparsity") for Ampere and later; the dense peak is half of those.
 # Used only when --peak-tflops is not given; the platform passes the value from its catalog.
-PEAK_BF16_TFLOPS: dict[str, float] = {
-    "H200": 989.0,
-    "H100": 989.0,
-    "A100": 312.0,
-    "L4": 121.0,
-}
+# Rows are matched in order on whole words of the CUDA device name, so variants come before
+# their family: "NVIDIA H100 PCIe" and "NVIDIA H100 NVL" before "NVIDIA H100 80GB HBM3" (SXM).
+PEAK_TFLOPS: list[tuple[frozenset[str], float]] = [
+    # NVIDIA HGX B200 datasheet: FP16/BF16 tensor 4.5 PFLOPS per GPU with sparsity.
+    (frozenset({"B200"}), 2250.0),
+    # NVIDIA H200 datasheet: BF16 tensor 1,979 TFLOPS (SXM), 1,671 (NVL), with sparsity.
+    (frozenset({"H200", "NVL"}), 835.5),
+    (frozenset({"H200"}), 989.5),
+    # NVIDIA H100 datasheet: BF16 tensor 1,979 (SXM), 1,671 (NVL), 1,513 (PCIe) with sparsity.
+    (frozenset({"H100", "NVL"}), 835.5),
+    (frozenset({"H100", "PCIE"}), 756.5),
+    (frozenset({"H100"}), 989.5),
+    # NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, SXM and PCIe alike.
+    (frozenset({"A100"}), 312.0),
+    # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity).
+    (frozenset({"L40S"}), 362.05),
+    # NVIDIA L4 datasheet: BF16 tensor 242 TFLOPS with sparsity.
+    (frozenset({"L4"}), 121.0),
+    # NVIDIA V100 datasheet: 125 (SXM2) and 112 (PCIe) tensor TFLOPS, fp16 (no bf16).
+    (frozenset({"V100", "PCIE"}), 112.0),
+    (frozenset({"V100"}), 125.0),
+    # NVIDIA T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32), no bf16.
+    (frozenset({"T4"}), 65.0),
+]
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
@@ -40,7 +63,7 @@ def flops_per_token(cfg: ModelConfig, seq_len: int) -> int:
 def peak_tflops_for(device_name: str) -> float | None:
     """Matched on whole words of the name, so an "L40S" is not taken for an "L4"."""
     words = set(re.split(r"[^A-Za-z0-9]+", device_name.upper()))
-    return next((tflops for model, tflops in PEAK_BF16_TFLOPS.items() if model in words), None)
+    return next((tflops for required, tflops in PEAK_TFLOPS if required <= words), None)
 
 
 def detect_peak_tflops(device: torch.device) -> float | None:
@@ -54,6 +77,29 @@ def mfu(tokens_per_s: float, flops_per_tok: int, peak_tflops_per_device: float |
     if peak_tflops_per_device is None:
         return None
     return tokens_per_s * flops_per_tok / (peak_tflops_per_device * 1e12 * world_size)
+
+
+def duration(seconds: float) -> str:
+    """1h02m, 3m05s, 12s: precise enough for an ETA, short enough for a log line."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def progress_line(step: int, total: int, loss: float, eval_loss: float | None, tokens_per_s: float,
+                  mfu_value: float | None, seconds_per_step: float) -> str:
+    parts = [f"step {step}/{total}", f"loss {loss:.4f}"]
+    if eval_loss is not None:
+        parts.append(f"eval {eval_loss:.4f}")
+    parts += [
+        f"{tokens_per_s:,.0f} tok/s",
+        f"MFU {mfu_value:.1%}" if mfu_value is not None else "MFU n/a",
+        f"ETA {duration((total - step) * seconds_per_step)}",
+    ]
+    return " | ".join(parts)
 
 
 def peak_memory_bytes(device: torch.device) -> int:
@@ -77,6 +123,7 @@ class Metrics:
         peak_tflops: float | None,
         device: torch.device,
         start_step: int,
+        max_steps: int,
     ) -> None:
         self.path = path
         self.enabled = enabled
@@ -87,6 +134,7 @@ class Metrics:
         self.device = device
         self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
         self.start_step = start_step
+        self.max_steps = max_steps
         self.started = time.perf_counter()
         self._mark_step = start_step
         self._mark_time = self.started
@@ -99,12 +147,20 @@ class Metrics:
             with open(self.path, "a") as out:
                 out.write(json.dumps(record) + "\n")
 
+    def _print(self, line: str) -> None:
+        if self.enabled:
+            print(line, file=sys.stdout, flush=True)
+
     def log_step(self, step: int, loss: float, lr: float, grad_norm: float, eval_loss: float | None) -> None:
         now = time.perf_counter()
-        tokens_per_s = (step - self._mark_step) * self.tokens_per_step / max(now - self._mark_time, 1e-9)
+        steps = max(step - self._mark_step, 1)
+        seconds_per_step = max(now - self._mark_time, 1e-9) / steps
+        tokens_per_s = self.tokens_per_step / seconds_per_step
         self._mark_step, self._mark_time = step, now
         if eval_loss is not None:
             self.last_eval_loss = eval_loss
+        step_mfu = mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size)
+        self._print(progress_line(step, self.max_steps, loss, eval_loss, tokens_per_s, step_mfu, seconds_per_step))
         self._write({
             "event": "train",
             "step": step,
@@ -113,7 +169,7 @@ class Metrics:
             "lr": lr,
             "grad_norm": grad_norm,
             "tokens_per_s": tokens_per_s,
-            "mfu": mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size),
+            "mfu": step_mfu,
             "peak_memory_bytes": peak_memory_bytes(self.device),
             "world_size": self.world_size,
             "attempt": self.attempt,
@@ -123,6 +179,13 @@ class Metrics:
         elapsed = time.perf_counter() - self.started
         tokens = (step - self.start_step) * self.tokens_per_step
         tokens_per_s = tokens / max(elapsed, 1e-9)
+        run_mfu = mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size)
+        self._print(
+            f"done: step {step}/{self.max_steps} | loss {loss:.4f}"
+            + (f" | eval {self.last_eval_loss:.4f}" if self.last_eval_loss is not None else "")
+            + f" | {tokens_per_s:,.0f} tok/s | " + (f"MFU {run_mfu:.1%}" if run_mfu is not None else "MFU n/a")
+            + f" | {duration(elapsed)}"
+        )
         self._write({
             "event": "summary",
             "step": step,
@@ -131,7 +194,7 @@ class Metrics:
             "tokens": tokens,
             "elapsed_s": elapsed,
             "tokens_per_s": tokens_per_s,
-            "mfu": mfu(tokens_per_s, self.flops_per_token, self.peak_tflops, self.world_size),
+            "mfu": run_mfu,
             "peak_memory_bytes": peak_memory_bytes(self.device),
             "world_size": self.world_size,
             "attempt": self.attempt,

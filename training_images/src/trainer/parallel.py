@@ -1,4 +1,5 @@
-"""Process group life cycle and the wrapping of the model for DDP or FSDP2.
+"""Process group life cycle, the numeric precision of the device, and the wrapping of the model
+for DDP or FSDP2.
 
 Two upstream hazards shape this module (both in docs/trainer.md):
 - Under torchrun, the elastic agent can share its rendezvous TCP store with the workers and
@@ -25,9 +26,11 @@ from typing import ContextManager
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
+from trainer.config import ConfigError
 from trainer.model import GPT
 
 TEARDOWN_TIMEOUT_S = 60.0
@@ -51,6 +54,79 @@ def world_from_env() -> tuple[int, int, int]:
         int(os.environ.get("WORLD_SIZE", "1")),
         int(os.environ.get("LOCAL_RANK", "0")),
     )
+
+
+def local_world_size() -> int:
+    """Processes on this node, as torchrun sets it; a plain process is alone."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def hsdp_mesh_shape(world_size: int, per_node: int) -> tuple[int, int]:
+    """(replicas, shards) of --parallel hsdp: shard over a node's processes, whose collectives stay
+    on NVLink, and replicate across nodes, whose links carry one gradient all-reduce per step."""
+    if per_node < 1 or world_size % per_node:
+        raise ConfigError(
+            f"--parallel hsdp: {world_size} processes do not split into nodes of {per_node} "
+            "(LOCAL_WORLD_SIZE); every node must run the same number of processes"
+        )
+    return world_size // per_node, per_node
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the device computes. Master weights, optimizer state and the loss stay fp32 always;
+    `dtype` is the autocast (and FSDP parameter) dtype, None for plain fp32. fp16's narrow range
+    needs the loss scaled so small gradients do not flush to zero; bf16 has fp32's range."""
+
+    name: str
+    dtype: torch.dtype | None
+
+    @property
+    def scaled(self) -> bool:
+        return self.dtype == torch.float16
+
+    def autocast(self, device: torch.device) -> ContextManager[object]:
+        if self.dtype is None:
+            return nullcontext()
+        return torch.autocast(device.type, dtype=self.dtype)
+
+    def grad_scaler(self, device: torch.device) -> torch.amp.GradScaler:
+        """A GradScaler that is a no-op unless fp16: one code path for every precision."""
+        return torch.amp.GradScaler(device.type, enabled=self.scaled)
+
+
+FP32 = Precision("fp32", None)
+BF16 = Precision("bf16", torch.bfloat16)
+FP16 = Precision("fp16", torch.float16)
+
+
+def choose_precision(device_type: str, has_bf16: bool, device_name: str, mode: str) -> Precision:
+    """bf16 where the GPU computes it natively (compute capability 8.0 and later: A100, H100,
+    L4...), fp16 with a gradient scaler on older GPUs (V100, T4), fp32 on CPU, where tests compare
+    exact arithmetic. FSDP and HSDP are refused without bf16: their fp16 path (a sharded loss
+    scaler over DTensor gradients) is not one this trainer has been run on."""
+    if device_type != "cuda":
+        return FP32
+    if has_bf16:
+        return BF16
+    if mode != "ddp":
+        raise ConfigError(
+            f"--parallel {mode}: the {device_name} has no bf16, and this trainer runs FSDP only in bf16; "
+            "use --parallel ddp there (fp16 with a gradient scaler)"
+        )
+    return FP16
+
+
+def device_precision(mode: str) -> Precision:
+    """The precision of this process's GPU (torchrun's LOCAL_RANK), decided before any process
+    group exists so that a refusal never hangs the others."""
+    if not torch.cuda.is_available():
+        return FP32
+    _, _, local_rank = world_from_env()
+    with torch.cuda.device(local_rank):
+        has_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        name = torch.cuda.get_device_name(local_rank)
+    return choose_precision("cuda", has_bf16, name, mode)
 
 
 def init_distributed(timeout: timedelta) -> Dist:
@@ -81,7 +157,7 @@ def init_distributed(timeout: timedelta) -> Dist:
 
 
 def parallelize(
-    model: GPT, d: Dist, mode: str, compile_blocks: bool, activation_checkpointing: bool
+    model: GPT, d: Dist, mode: str, precision: Precision, compile_blocks: bool, activation_checkpointing: bool
 ) -> nn.Module:
     """Blocks are compiled and sharded one by one: smaller graphs, and FSDP can overlap the
     all-gather of block i+1 with the compute of block i."""
@@ -89,19 +165,24 @@ def parallelize(
     if compile_blocks:
         for block in model.blocks:
             block.compile()
-    if mode == "fsdp":
-        policy = (
-            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-            if d.device.type == "cuda"
-            else MixedPrecisionPolicy()
-        )
+    if mode in ("fsdp", "hsdp"):
+        policy = MixedPrecisionPolicy(param_dtype=precision.dtype, reduce_dtype=torch.float32 if precision.dtype else None)
+        mesh = _hsdp_mesh(d) if mode == "hsdp" else None
         for block in model.blocks:
-            fully_shard(block, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
         return model
     if d.world_size == 1:
         return model
     return DistributedDataParallel(model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+
+
+def _hsdp_mesh(d: Dist) -> DeviceMesh:
+    """A 2-D mesh, nodes by local ranks: torchrun numbers a node's processes contiguously, so row i
+    is node i. On a 2-D mesh fully_shard places parameters (Replicate(), Shard(0)): sharded
+    along dim 1, replicated along dim 0 (torch/distributed/fsdp/_fully_shard/_fully_shard.py)."""
+    shape = hsdp_mesh_shape(d.world_size, local_world_size())
+    return init_device_mesh(d.device.type, shape, mesh_dim_names=("replicate", "shard"))
 
 
 @contextmanager
@@ -114,13 +195,6 @@ def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
     if isinstance(model, FSDPModule):
         model.set_requires_gradient_sync(enabled)
     yield
-
-
-def autocast(device: torch.device) -> ContextManager[object]:
-    """bf16 compute on GPUs; CPU runs stay fp32 so tests compare exact arithmetic."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import signal
-import sys
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from types import FrameType
 
@@ -13,13 +13,15 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
-from trainer import parallel
-from trainer.checkpoint import Checkpointer, TrainerState, step_folder
-from trainer.config import ConfigError, TrainConfig
-from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count
+from trainer import parallel, resume
+from trainer.checkpoint import Checkpointer, TrainerState
+from trainer.config import TrainConfig
+from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
+from trainer.log import log
 from trainer.metrics import Metrics, detect_peak_tflops
 from trainer.model import GPT, count_params, lm_loss
-from trainer.optim import build_optimizer, lr_at, set_lr
+from trainer.optim import build_optimizer, set_lr
+from trainer.storage import Store
 
 # Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
 # count the run as interrupted and start it again (it then resumes), never as finished.
@@ -37,103 +39,186 @@ class StopRequest:
         self.requested = True
 
 
-def log(message: str, rank: int) -> None:
-    print(f"[trainer rank {rank}] {message}", file=sys.stderr, flush=True)
+@dataclass(frozen=True)
+class StepResult:
+    """What a step leaves on the device: read on the host only at sync steps (`agree`), so the
+    host can queue the next steps while the device still runs this one."""
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+
+
+def to_device(batch: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A copy from pinned memory that the host need not wait for (a pageable source makes the
+    CUDA copy synchronous); on CPU the tensor itself."""
+    if device.type != "cuda":
+        return batch
+    return batch.pin_memory().to(device, non_blocking=True)
+
+
+@dataclass(frozen=True)
+class Model:
+    """The model as the loop uses it: `core` unwrapped (for eval), `wrapped` by DDP or FSDP (for
+    training), its optimizer, and the loss scaler of its precision (a no-op unless fp16)."""
+
+    core: GPT
+    wrapped: nn.Module
+    optimizer: Optimizer
+    precision: parallel.Precision
+    scaler: torch.amp.GradScaler
+
+
+def build_model(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision) -> Model:
+    torch.manual_seed(cfg.seed)
+    with d.device:
+        core = GPT(cfg.model)
+    wrapped = parallel.parallelize(core, d, cfg.parallel, precision, cfg.compile, cfg.activation_checkpointing)
+    optimizer = build_optimizer(wrapped, cfg.lr, cfg.weight_decay, fused=d.device.type == "cuda")
+    return Model(core, wrapped, optimizer, precision, precision.grad_scaler(d.device))
 
 
 def train_step(
-    model: nn.Module,
-    optimizer: Optimizer,
+    m: Model,
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
     d: parallel.Dist,
     grad_clip: float,
-    stop_requested: bool,
-) -> tuple[float, float, bool]:
-    """One optimizer step; returns the global mean loss, the grad norm and whether to stop.
-
-    The stop flag rides on the loss all-reduce, so every rank learns of any rank's SIGTERM at
-    the same step and they all join the save.
-    """
+    before_update: Callable[[], None] = lambda: None,
+) -> StepResult:
+    """One optimizer step, queued without waiting for the device: no collective of its own, no
+    value read back (DDP's and FSDP's gradient reductions run on the device; with fp16, the
+    fused AdamW skips a step with inf gradients on the device too). `before_update` runs just
+    before the weights change (a background checkpoint finishing its copy)."""
     loss_sum = torch.zeros((), device=d.device)
     for i, (inputs, targets) in enumerate(micro_batches):
-        with parallel.grad_sync(model, enabled=i == len(micro_batches) - 1):
-            with parallel.autocast(d.device):
-                logits = model(inputs.to(d.device, non_blocking=True))
-            loss = lm_loss(logits, targets.to(d.device, non_blocking=True)) / len(micro_batches)
-            loss.backward()
+        with parallel.grad_sync(m.wrapped, enabled=i == len(micro_batches) - 1):
+            with m.precision.autocast(d.device):
+                logits = m.wrapped(to_device(inputs, d.device))
+            loss = lm_loss(logits, to_device(targets, d.device)) / len(micro_batches)
+            m.scaler.scale(loss).backward()
         loss_sum += loss.detach()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    if isinstance(grad_norm, DTensor):
-        grad_norm = grad_norm.full_tensor()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    shared = torch.stack([loss_sum, torch.tensor(float(stop_requested), device=d.device)])
-    loss_total, stops = parallel.all_reduce_sum(shared).tolist()
-    return loss_total / d.world_size, float(grad_norm), stops > 0
+    m.scaler.unscale_(m.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(m.wrapped.parameters(), grad_clip)
+    before_update()
+    m.scaler.step(m.optimizer)
+    m.scaler.update()
+    m.optimizer.zero_grad(set_to_none=True)
+    return StepResult(loss=loss_sum, grad_norm=grad_norm)
+
+
+def agree(result: StepResult, stop_requested: bool, d: parallel.Dist) -> tuple[float, float, bool]:
+    """The one host sync of a sync step: the global mean loss, the grad norm, and whether any
+    rank was asked to stop. The stop flag rides on the loss all-reduce, so every rank learns of
+    any rank's SIGTERM at the same step and they all join the save."""
+    norm = result.grad_norm.full_tensor() if isinstance(result.grad_norm, DTensor) else result.grad_norm
+    shared = torch.stack([result.loss.float(), torch.tensor(float(stop_requested), device=d.device)])
+    parallel.all_reduce_sum(shared)
+    loss_total, stops, grad_norm = torch.cat([shared, norm.detach().float().reshape(1)]).tolist()
+    return loss_total / d.world_size, grad_norm, stops > 0
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
-    """Mean token loss over the fixed held-out set, summed across ranks."""
-    model.eval()
+def evaluate(m: Model, val: TokenFile, samples: int, micro: int, d: parallel.Dist) -> float:
+    """Mean token loss over the fixed held-out set, summed across ranks; padding weighs 0."""
+    m.core.eval()
     totals = torch.zeros(2, dtype=torch.float64, device=d.device)
-    for inputs, targets in eval_batches(val, samples, d.rank, d.world_size, micro):
-        with parallel.autocast(d.device):
-            logits = model(inputs.to(d.device))
-        totals[0] += lm_loss(logits, targets.to(d.device), reduction="sum").double()
-        totals[1] += targets.numel()
-    model.train()
+    for inputs, targets, weights in eval_batches(val, samples, d.rank, d.world_size, micro):
+        with m.precision.autocast(d.device):
+            logits = m.core(inputs.to(d.device))
+        per_sample = lm_loss(logits, targets.to(d.device), reduction="none").view(targets.shape).sum(dim=1)
+        weights = weights.to(d.device)
+        totals[0] += (per_sample.double() * weights).sum()
+        totals[1] += weights.sum() * targets.shape[1]
+    m.core.train()
     parallel.all_reduce_sum(totals)
     return float(totals[0] / totals[1])
 
 
-def train(cfg: TrainConfig, d: parallel.Dist, train_split: TokenFile, val_split: TokenFile) -> int:
-    stop = StopRequest()
-    torch.manual_seed(cfg.seed)
-    with d.device:
-        core = GPT(cfg.model)
-    model = parallel.parallelize(core, d, cfg.parallel, cfg.compile, cfg.activation_checkpointing)
-    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay)
-    checkpointer = Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints, d.is_main)
-    resumed = checkpointer.load_latest(model, optimizer, cfg.model)
+def restore(cfg: TrainConfig, d: parallel.Dist, m: Model, checkpointer: Checkpointer) -> TrainerState:
+    """The state to start from: the newest checkpoint's, loaded into the model, if it may be
+    continued with these flags (trainer.resume); otherwise step 0."""
+    data_meta = read_meta(cfg.data)
     state = TrainerState(
-        step=resumed.step if resumed else 0,
-        consumed_samples=resumed.consumed_samples if resumed else 0,
+        step=0,
+        consumed_samples=0,
+        preset=cfg.preset,
         model=cfg.model.to_dict(),
         seq_len=cfg.seq_len,
         data=str(cfg.data.resolve()),
+        data_meta=data_meta,
+        schedule=resume.requested_schedule(cfg),
+        grad_scaler=None,
     )
-    if resumed and d.is_main:
-        log(f"resumed from {step_folder(cfg.checkpoint_dir, state.step)} at step {state.step}", d.rank)
+    latest = checkpointer.latest()
+    if latest is None:
+        return state
+    folder, saved = latest
+    resume.check(cfg, data_meta, saved, folder)
+    checkpointer.load(folder, m.wrapped, m.optimizer)
+    if saved.grad_scaler is not None and m.scaler.is_enabled():
+        m.scaler.load_state_dict(saved.grad_scaler)
+    if d.is_main:
+        log(f"resumed from {folder} at step {saved.step}", d.rank)
+        note = resume.schedule_note(cfg, saved.schedule)
+        if note:
+            log(note, d.rank)
+    return replace(state, step=saved.step, consumed_samples=saved.consumed_samples, schedule=saved.schedule)
+
+
+def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, store: Store,
+          train_split: TokenFile, val_split: TokenFile) -> int:
+    stop = StopRequest()
+    m = build_model(cfg, d, precision)
+    checkpointer = Checkpointer(store, cfg.keep_checkpoints, d.rank, d.device, cfg.async_checkpoint)
+    state = restore(cfg, d, m, checkpointer)
     if state.step >= cfg.max_steps:
         if d.is_main:
             log(f"checkpoint is at step {state.step}, --max-steps is {cfg.max_steps}: nothing to do", d.rank)
         return 0
     micro = cfg.micro_batch_for(d.world_size)
+    if d.is_main and eval_sample_count(val_split, cfg.eval_samples) < cfg.eval_samples:
+        log(f"--eval-samples {cfg.eval_samples}: the val split holds {val_split.num_samples} samples of "
+            f"--seq-len {cfg.seq_len}; evaluating those", d.rank)
     if d.is_main:
-        log(f"preset {cfg.preset}: {count_params(core):,} parameters; global batch {cfg.global_batch_size} = "
-            f"{d.world_size} processes x {cfg.accumulation_steps(d.world_size)} micro-batches x {micro}", d.rank)
+        log(f"preset {cfg.preset}: {count_params(m.core):,} parameters in {precision.name}; global batch "
+            f"{cfg.global_batch_size} = {d.world_size} processes x {cfg.accumulation_steps(d.world_size)} "
+            f"micro-batches x {micro}", d.rank)
     layout = RankSlice(d.rank, d.world_size, cfg.global_batch_size, micro)
     batches = TrainBatches(train_split, GlobalOrder(train_split.num_samples, cfg.seed), layout, state.consumed_samples)
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
-                      d.world_size, peak, d.device, state.step)
+                      d.world_size, peak, d.device, state.step, cfg.max_steps)
 
+    loss = float("nan")
     while state.step < cfg.max_steps:
-        lr = lr_at(state.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
-        set_lr(optimizer, lr)
-        loss, grad_norm, stopping = train_step(model, optimizer, batches.next_step(), d, cfg.grad_clip, stop.requested)
+        lr = state.schedule.lr_at(state.step)
+        set_lr(m.optimizer, lr)
+        result = train_step(m, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
         eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
-        eval_loss = evaluate(core, val_split, cfg.eval_samples, micro, d) if eval_due else None
-        if last or stopping or eval_due or state.step % cfg.log_every == 0:
-            metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
-        if last or stopping or state.step % cfg.checkpoint_every == 0:
-            checkpointer.save(model, optimizer, state)
+        save_due = last or state.step % cfg.checkpoint_every == 0
+        if not (eval_due or save_due or state.step % cfg.log_every == 0):
+            continue
+        # A sync step: the only place the host waits for the device, and where ranks agree on
+        # stopping, so a SIGTERM is acted on within --log-every steps.
+        loss, grad_norm, stopping = agree(result, stop.requested, d)
+        eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
+        metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
+        if not (save_due or stopping):
+            continue
+        # The last save and a stop's are synchronous (after any pending one): the process is
+        # about to end. Periodic ones go to the background with --async-checkpoint.
+        scaler_state = m.scaler.state_dict() if m.scaler.is_enabled() else None
+        saved = replace(state, grad_scaler=scaler_state)
+        seconds = checkpointer.save(m.wrapped, m.optimizer, saved, background=not (last or stopping))
         if stopping and not last:
-            log(f"stop requested: saved {step_folder(cfg.checkpoint_dir, state.step)}, exiting", d.rank)
+            checkpointer.close()
+            log(f"stop requested: saved {checkpointer.folder(state.step)} in {seconds:.1f}s "
+                "(synchronously, after any pending save), exiting", d.rank)
             return EXIT_PREEMPTED
+        if d.is_main and (last or not cfg.async_checkpoint):
+            log(f"saved {checkpointer.folder(state.step)} in {seconds:.1f}s", d.rank)
+    checkpointer.close()
     metrics.summary(state.step, loss)
     return 0
 
@@ -142,17 +227,16 @@ def run(cfg: TrainConfig) -> int:
     """Check everything checkable before joining the process group: a bad flag must not hang."""
     _, world_size, _ = parallel.world_from_env()
     cfg.check_world(world_size)
+    if cfg.parallel == "hsdp":
+        parallel.hsdp_mesh_shape(world_size, parallel.local_world_size())
+    precision = parallel.device_precision(cfg.parallel)
+    store = Store(cfg.checkpoint_dir)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len)
     val_split = TokenFile(cfg.data, "val", cfg.seq_len)
-    if eval_sample_count(val_split, cfg.eval_samples, world_size) == 0:
-        raise ConfigError(
-            f"--data {cfg.data}: the val split holds {val_split.num_samples} samples of "
-            f"--seq-len {cfg.seq_len}, fewer than the {world_size} processes"
-        )
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:
-        code = train(cfg, d, train_split, val_split)
+        code = train(cfg, d, precision, store, train_split, val_split)
         clean = True
         return code
     finally:
