@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from helpers import REPO, platform_of
@@ -12,6 +11,8 @@ from helpers import REPO, platform_of
 from components import capacity, catalog
 from components.spec import SpecError, parse_spec
 from infra import cli, stackfile, summary
+from infra.synth import Synthesis
+from infra.yamlfile import shown
 
 SOURCE = "stacks/Pulumi.test.yaml"
 REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
@@ -133,7 +134,7 @@ def test_the_cli_refuses_a_way_not_sold_with_exit_2(tmp_path: Path, capsys: pyte
     assert cli.main(["synth", str(stack_file), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        f"{os.path.relpath(stack_file)}: platform.nodePools[1].provisioning: pool 'h200-train': a3-ultragpu-8g is not sold as"
+        f"{shown(stack_file)}: platform.nodePools[1].provisioning: pool 'h200-train': a3-ultragpu-8g is not sold as"
         " on-demand (the default); ways that work: spot, reservation, flex-start, queued (set provisioning)"
     ]
 
@@ -146,7 +147,7 @@ def test_the_summary_counts_a_queued_pool_on_request_not_in_the_total() -> None:
     assert table["on request"][4] == "32"
 
 
-def test_a_stack_without_on_request_pools_has_no_on_request_row() -> None:
+def test_a_stack_without_on_request_pools_has_no_on_request_row(synthesized: Callable[[str], Synthesis]) -> None:
     spec = stackfile.read("prod-aws", REPO).spec()
     assert [row[0] for row in summary.rows(spec)][-1] == "total"
-    assert "on request" not in summary.markdown(spec, "prod-aws")
+    assert "on request" not in summary.markdown(spec, "prod-aws", synthesized("prod-aws"))

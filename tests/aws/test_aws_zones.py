@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from helpers import stack_config
 
 from infra import cli, mock_outputs, program, synth
 from infra.synth import Synthesis
+from infra.yamlfile import shown
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -62,7 +62,7 @@ def test_no_zone_of_the_cluster_offering_the_type_is_an_error(tmp_path: Path, ca
         platform["aws"] = {"zones": ["us-west-2a", "us-west-2b"]}
         platform["nodePools"].append({"name": "h200", "instanceType": "p5en.48xlarge", "maxNodes": 2, "efa": True})
 
-    source = os.path.relpath(tmp_path / "Pulumi.zones.yaml")
+    source = shown(tmp_path / "Pulumi.zones.yaml")
     assert refused(tmp_path, p5en_in_a_and_b, capsys) == [
         f"{source}: platform.nodePools[2].instanceType: EC2 offers p5en.48xlarge in none of the cluster's zones"
         " (us-west-2a, us-west-2b; instance type offerings): list zones that offer it in platform.aws.zones"
@@ -76,7 +76,7 @@ def test_a_named_zone_without_the_type_is_an_error(tmp_path: Path, capsys: pytes
             {"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 2, "efa": True, "zones": ["us-west-2a"]}
         )
 
-    source = os.path.relpath(tmp_path / "Pulumi.zones.yaml")
+    source = shown(tmp_path / "Pulumi.zones.yaml")
     assert refused(tmp_path, p5_in_a, capsys) == [
         f"{source}: platform.nodePools[2].zones[0]: EC2 does not offer p5.48xlarge in us-west-2a (instance type"
         " offerings); zones of the cluster that do: us-west-2b, us-west-2c"

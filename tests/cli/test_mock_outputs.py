@@ -29,7 +29,8 @@ def test_the_artifact_registry_url_is_the_declared_repository_id(synthesized: Sy
 def test_a_service_account_email_is_its_declared_account_id(synthesized: Synthesized) -> None:
     result = synthesized("dev-gcp")
     account_ids = {r["inputs"]["accountId"] for r in result.by_type("gcp:serviceaccount/account:Account")}
-    assert result.outputs["trainerServiceAccount"].split("@")[0] in account_ids
+    emails = result.outputs["trainerServiceAccounts"].values()
+    assert emails and {email.split("@")[0] for email in emails} <= account_ids
 
 
 def test_a_pushed_image_s_ref_is_its_first_tag_with_the_digest() -> None:

@@ -103,7 +103,9 @@ def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, refe
     checkpoints.mkdir()
     shutil.copytree(reference_two.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
     shutil.copytree(reference_two.checkpoint_dir / "step_00000030", checkpoints / "step_00000030")
+    # Uncommitted: rank 0 writes trainer.json and the marker only after every rank has written.
     (checkpoints / "step_00000030" / ".complete").unlink()
+    (checkpoints / "step_00000030" / "trainer.json").unlink()
     resumed = harness.run("resize-2-to-1", checkpoint_dir=checkpoints)
 
     losses = resumed.train_losses()
