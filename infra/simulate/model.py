@@ -152,6 +152,9 @@ class QueueModel:
     within_cluster_queue: str
     reclaim_within_cohort: str
     queueing_strategy: str
+    # Admission checks (e.g. GKE queued provisioning) are not simulated: a job is admitted on
+    # quota and its nodes come from the autoscaler's scale-up. Listed in summary.json.
+    admission_checks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,10 @@ def _queues(objects: _Objects, pools: Sequence[str]) -> tuple[QueueModel, ...]:
         if strategy not in QUEUEING_STRATEGIES:
             raise ModelError(f"{owner}: queueingStrategy {strategy} is not a Kueue strategy")
         cohort = get(spec, "cohortName")
+        checks = [
+            f"{get(check, 'name')} on {', '.join(str(f) for f in items(get(check, 'onFlavors'))) or 'every flavor'}"
+            for check in items(get(spec, "admissionChecksStrategy", "admissionChecks"))
+        ] + [str(name) for name in items(get(spec, "admissionChecks"))]
         queues.append(
             QueueModel(
                 name=name,
@@ -310,6 +317,7 @@ def _queues(objects: _Objects, pools: Sequence[str]) -> tuple[QueueModel, ...]:
                 within_cluster_queue=within,
                 reclaim_within_cohort=reclaim,
                 queueing_strategy=strategy,
+                admission_checks=tuple(checks),
             )
         )
     return tuple(sorted(queues, key=lambda q: q.name))
@@ -642,6 +650,7 @@ def build(
             "packing": "most allocated" if autoscaler.pack_most_allocated else "least allocated",
             "source": autoscaler.source,
         },
+        "admission_checks_not_simulated": {q.name: list(q.admission_checks) for q in queues if q.admission_checks},
         "kueue": {
             "pods_ready_timeout_s": kueue.pods_ready_timeout_s,
             "recovery_timeout_s": kueue.recovery_timeout_s,

@@ -24,6 +24,7 @@ def test_the_other_defaults_are_in_the_parameter_table() -> None:
     assert model.KUEUE_PODS_READY_TIMEOUT_S == 1800 and "30 min, 30 min" in rows
     assert (model.KUEUE_BACKOFF_BASE_S, model.KUEUE_BACKOFF_MAX_S) == (60, 3600) and "60 s doubling to 3600 s" in rows
     assert engine.STALL_CYCLES == 2 and "2 x (30 + 60) min" in rows
+    assert engine.RUN_CAP == 10 and "10 x the longest job" in rows
 
 
 def test_the_documented_plots_exist() -> None:
