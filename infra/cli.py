@@ -22,6 +22,8 @@ from pathlib import Path
 from components import jobs, trainer_image
 from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import check, output_folder, program, review, stackfile, summary, synth, yamlfile
+from infra.simulate import command as simulate, impact
+from infra.simulate.trace import TraceError, read_rows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -126,6 +128,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(r.blocking for r in reports) else EXIT_OK
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    stack_file, _, result = synthesize(args.stack)
+    root = stackfile.root_for(args.stack)
+    out_root = args.out or (root or Path.cwd()) / "build" / "simulate"
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: not a folder")
+    out_dir = output_folder.folder(out_root, stack_file.stack)
+    options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
+    try:
+        sys.stdout.write(simulate.run(stack_file.stack, result, options))
+    except simulate.UsageError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
 def _every_stack() -> list[str]:
     """The stack files of the checkout around the current folder; none is a usage error."""
     root = stackfile.find_root(Path.cwd())
@@ -140,14 +159,20 @@ def _every_stack() -> list[str]:
 def cmd_review(args: argparse.Namespace) -> int:
     """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
     try:
+        rows = read_rows(args.trace) if args.trace else None
         reviews, sha = review.collect(args.base, args.stacks)
     except review.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except TraceError as exc:
+        print("\n".join(exc.problems), file=sys.stderr)
         return EXIT_INVALID
     except review.ReviewError as exc:
         print(f"error: review failed: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     text = review.render(reviews, args.base, sha)
+    if rows is not None:
+        text += "\n" + impact.section(rows, str(args.trace), reviews)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
@@ -209,7 +234,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base", required=True, metavar="REF", help="the git ref to compare with (e.g. origin/main)")
     p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
     p.add_argument("--out", type=Path, help="also write the report to this file")
+    p.add_argument("--trace", type=Path, metavar="FILE", help="add a Capacity impact section: this job trace simulated on base and head")
     p.set_defaults(func=cmd_review)
+
+    p = commands.add_parser(
+        "simulate", help="replay a job trace against what a stack deploys: waits, utilization and cost per team, tier and pool"
+    )
+    p.add_argument("stack", help="a stack name or a path to a Pulumi.<name>.yaml")
+    p.add_argument("--trace", type=Path, required=True, metavar="FILE", help="CSV: id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s[,checkpoint_every_s]")
+    p.add_argument("--out", type=Path, help="output folder (default build/simulate); files go to OUT/<stack>")
+    p.add_argument("--seed", type=int, default=0, help="seed of the spot interruptions (default 0)")
+    p.add_argument("--horizon-s", type=float, metavar="SECONDS", help="end of the simulated time (default: when the last job ends)")
+    p.add_argument("--spot-rate", action="append", default=[], metavar="POOL=PER_NODE_DAY", help="spot interruptions per node and day (repeatable)")
+    p.add_argument("--scale-up-s", action="append", default=[], metavar="POOL=SECONDS", help="seconds for a new node to take pods (repeatable)")
+    p.set_defaults(func=cmd_simulate)
 
     p = commands.add_parser("schema", help="print the stack file's JSON Schema")
     p.set_defaults(func=cmd_schema)

@@ -1,0 +1,365 @@
+"""What a simulation writes: jobs.csv, segments.csv, summary.json, report.md and its PNG plots.
+
+Figures are per team, per tier and per pool. GPU-hours count the time a job's pods held GPU
+slots, in physical GPUs (a slot of a GPU shared four ways is a quarter of one). Waits are from
+submission to the first start, over the jobs that started; percentiles are nearest-rank. Cost is
+the pool's node-hours, booting and idle included, times the catalog's price per node.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from components import catalog
+from infra.simulate.engine import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
+from infra.simulate.model import StackModel
+
+JOB_COLUMNS = (
+    "id", "team", "tier", "pool", "submit_s", "first_start_s", "end_s", "wait_s",
+    "preemptions", "interruptions", "lost_gpu_s", "status",
+)
+SEGMENT_COLUMNS = ("id", "pool", "start_s", "end_s", "gpus", "end_reason")
+WAIT_CDF = "wait-cdf.png"
+# Points per plotted line: longer series are reduced to the maximum of each time bin.
+PLOT_POINTS = 2000
+# Rejected jobs listed by name in report.md; all are in jobs.csv.
+REJECTED_SHOWN = 20
+
+
+def number(value: float | None) -> str:
+    """CSV text of a number: whole numbers bare, others to the millisecond; empty for none."""
+    if value is None:
+        return ""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _rounded(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile of sorted `values`."""
+    return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
+
+
+@dataclass
+class _Group:
+    jobs: int = 0
+    finished: int = 0
+    rejected: int = 0
+    unfinished: int = 0
+    preemptions: int = 0
+    interruptions: int = 0
+    gpu_seconds: float = 0.0
+    lost_gpu_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.waits: list[float] = []
+
+    def as_dict(self) -> dict[str, Any]:
+        waits = sorted(self.waits)
+        return {
+            "jobs": self.jobs,
+            "finished": self.finished,
+            "rejected": self.rejected,
+            "unfinished": self.unfinished,
+            "not_started": self.jobs - self.rejected - len(waits),
+            "wait_s": {
+                "p50": _rounded(percentile(waits, 50)) if waits else None,
+                "p95": _rounded(percentile(waits, 95)) if waits else None,
+                "max": _rounded(waits[-1]) if waits else None,
+            },
+            "gpu_hours": _rounded(self.gpu_seconds / 3600),
+            "lost_gpu_hours": _rounded(self.lost_gpu_seconds / 3600),
+            "preemptions": self.preemptions,
+            "interruptions": self.interruptions,
+        }
+
+
+    def add(self, job: JobOutcome, gpu_seconds: float, lost_gpu_seconds: float) -> None:
+        self.jobs += 1
+        self.finished += job.status == STATUS_FINISHED
+        self.rejected += job.status == STATUS_REJECTED
+        self.unfinished += job.status == STATUS_UNFINISHED
+        self.preemptions += job.preemptions
+        self.interruptions += job.interruptions
+        self.gpu_seconds += gpu_seconds
+        self.lost_gpu_seconds += lost_gpu_seconds
+        if job.first_start is not None:
+            self.waits.append(job.first_start - job.submit)
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """GPU-seconds each job ran (physical GPUs) and GPU slot-seconds each pool was busy."""
+
+    job_gpu_seconds: dict[str, float]
+    pool_slot_seconds: dict[str, float]
+    gpu_share: dict[str, float]
+
+    @staticmethod
+    def of(result: Result, model: StackModel) -> _Usage:
+        share = {p.name: p.gpus_per_node / p.slots_per_node for p in model.pools}
+        ran: dict[str, float] = defaultdict(float)
+        busy: dict[str, float] = defaultdict(float)
+        for segment in result.segments:
+            slot_seconds = segment.gpus * (segment.end - segment.start)
+            ran[segment.job] += slot_seconds * share[segment.pool]
+            busy[segment.pool] += slot_seconds
+        return _Usage(ran, busy, share)
+
+    def add(self, group: _Group, job: JobOutcome) -> None:
+        group.add(job, self.job_gpu_seconds.get(job.id, 0.0), job.lost_gpu_s * self.gpu_share[job.pool])
+
+
+def summary(result: Result, model: StackModel) -> dict[str, Any]:
+    """summary.json: per team, tier and pool, and totals."""
+    usage = _Usage.of(result, model)
+    teams: dict[str, _Group] = defaultdict(_Group)
+    tiers: dict[str, _Group] = defaultdict(_Group)
+    total = _Group()
+    for job in result.jobs:
+        for group in (teams[job.team], tiers[job.tier], total):
+            usage.add(group, job)
+    pools = {}
+    for pool in result.pools:
+        hours = pool.node_seconds / 3600
+        capacity = pool.node_seconds * pool.slots_per_node
+        pools[pool.name] = {
+            "node_hours": _rounded(hours),
+            "gpu_utilization": _rounded(usage.pool_slot_seconds[pool.name] / capacity) if capacity else None,
+            "cost_usd": _rounded(hours * pool.usd_per_node_hour) if pool.usd_per_node_hour is not None else None,
+            "usd_per_node_hour": pool.usd_per_node_hour,
+            "peak_nodes": max((nodes for _, nodes, _ in pool.series), default=0),
+        }
+    costs = [p["cost_usd"] for p in pools.values() if p["cost_usd"] is not None]
+    return {
+        "stack": result.stack,
+        "seed": result.seed,
+        "horizon_s": _rounded(result.horizon),
+        "price_note": catalog.PRICE_NOTE,
+        "teams": {name: teams[name].as_dict() for name in sorted(teams)},
+        "tiers": {name: tiers[name].as_dict() for name in sorted(tiers, key=lambda t: -model.tiers[t].priority)},
+        "pools": pools,
+        "totals": {
+            **total.as_dict(),
+            "node_hours": _rounded(sum(p.node_seconds for p in result.pools) / 3600),
+            "cost_usd": _rounded(sum(costs)) if costs else None,
+        },
+        "parameters": model.parameters,
+    }
+
+
+def team_tier_rows(result: Result, model: StackModel) -> list[tuple[str, str, dict[str, Any]]]:
+    """(team, tier, figures) for every team and tier the trace has jobs of."""
+    usage = _Usage.of(result, model)
+    groups: dict[tuple[str, str], _Group] = defaultdict(_Group)
+    for job in result.jobs:
+        usage.add(groups[(job.team, job.tier)], job)
+    order = sorted(groups, key=lambda key: (key[0], -model.tiers[key[1]].priority))
+    return [(team, tier, groups[(team, tier)].as_dict()) for team, tier in order]
+
+
+def duration(seconds: float | None) -> str:
+    """A wait for people: `45s`, `12m`, `3.5h`, `2.1d`."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def table(rows: list[tuple[str, str, dict[str, Any]]]) -> str:
+    """The team x tier table the command prints."""
+    header = ["team", "tier", "jobs", "done", "rejected", "unfinished", "wait p50", "p95", "max", "GPU-h"]
+    lines: list[list[str]] = [header]
+    for team, tier, figures in rows:
+        wait = figures["wait_s"]
+        lines.append(
+            [
+                team, tier, str(figures["jobs"]), str(figures["finished"]), str(figures["rejected"]),
+                str(figures["unfinished"]), duration(wait["p50"]), duration(wait["p95"]), duration(wait["max"]),
+                f"{figures['gpu_hours']:,.1f}",
+            ]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in lines)
+
+
+def _write_csv(path: Path, header: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
+    """Every output under `out_dir` (replacing an earlier run's); returns the summary."""
+    figures = write_tables(result, model, out_dir)
+    for old in out_dir.glob("*.png"):
+        old.unlink()
+    plots = write_plots(result, model, out_dir)
+    (out_dir / "report.md").write_text(markdown(result, model, figures, plots))
+    return figures
+
+
+def write_tables(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
+    """jobs.csv, segments.csv and summary.json; returns the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_csv(
+        out_dir / "jobs.csv",
+        JOB_COLUMNS,
+        (
+            (
+                j.id, j.team, j.tier, j.pool, number(j.submit), number(j.first_start), number(j.end),
+                number(j.first_start - j.submit if j.first_start is not None else None),
+                j.preemptions, j.interruptions, number(j.lost_gpu_s), j.status,
+            )
+            for j in result.jobs
+        ),
+    )
+    ordered = sorted(result.segments, key=lambda s: (s.start, s.end, s.job))
+    _write_csv(
+        out_dir / "segments.csv",
+        SEGMENT_COLUMNS,
+        ((s.job, s.pool, number(s.start), number(s.end), s.gpus, s.end_reason) for s in ordered),
+    )
+    figures = summary(result, model)
+    (out_dir / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+# --- report.md --------------------------------------------------------------------------------
+
+
+def markdown(result: Result, model: StackModel, figures: dict[str, Any], plots: dict[str, str]) -> str:
+    lines = [
+        f"# Capacity simulation: `{result.stack}`",
+        "",
+        f"{len(result.jobs)} jobs, seed {result.seed}, horizon {duration(result.horizon)} ({number(result.horizon)} s)."
+        " Waits are from submission to the first start; GPU-hours are in physical GPUs.",
+        "",
+        "## Teams and tiers",
+        "",
+        "| team | tier | jobs | finished | rejected | unfinished | wait p50 | wait p95 | wait max | GPU-hours |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for team, tier, row in team_tier_rows(result, model):
+        wait = row["wait_s"]
+        lines.append(
+            f"| {team} | {tier} | {row['jobs']} | {row['finished']} | {row['rejected']} | {row['unfinished']}"
+            f" | {duration(wait['p50'])} | {duration(wait['p95'])} | {duration(wait['max'])} | {row['gpu_hours']:,.1f} |"
+        )
+    lines += [
+        "",
+        f"## Pools ({catalog.PRICE_NOTE})",
+        "",
+        "| pool | node-hours | peak nodes | GPU utilization | cost (USD) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, pool in figures["pools"].items():
+        utilization = "-" if pool["gpu_utilization"] is None else f"{pool['gpu_utilization']:.0%}"
+        cost = "n/a" if pool["cost_usd"] is None else f"{pool['cost_usd']:,.2f}"
+        lines.append(f"| `{name}` | {pool['node_hours']:,.1f} | {pool['peak_nodes']} | {utilization} | {cost} |")
+    total = figures["totals"]
+    total_cost = "n/a" if total["cost_usd"] is None else f"${total['cost_usd']:,.2f}"
+    lines += ["", f"Total: {total['node_hours']:,.1f} node-hours, {total_cost}.", ""]
+    rejected = [j for j in result.jobs if j.status == STATUS_REJECTED]
+    if rejected:
+        lines += [f"## Rejected jobs ({len(rejected)}): they can never run on this stack", ""]
+        lines += [f"- `{j.id}`: {j.reason}" for j in rejected[:REJECTED_SHOWN]]
+        if len(rejected) > REJECTED_SHOWN:
+            lines.append(f"- ... {len(rejected) - REJECTED_SHOWN} more in jobs.csv")
+        lines.append("")
+    lines += ["## Waits", "", f"![wait-time CDF per tier]({plots[WAIT_CDF]})", "", "## Pools over time", ""]
+    for pool in result.pools:
+        lines += [f"![{pool.name}: nodes and queued GPU slots]({plots[pool.name]})", ""]
+    lines += ["## Model parameters", "", "```json", json.dumps(model.parameters, indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+# --- plots --------------------------------------------------------------------------------------
+
+
+def _reduced(series: list[tuple[float, int, int]], end: float) -> tuple[list[float], list[int], list[int]]:
+    """The step series up to `end`, at most PLOT_POINTS steps: each time bin keeps its maximum."""
+    points = [*series, (end, series[-1][1], series[-1][2])] if series else [(0.0, 0, 0), (end, 0, 0)]
+    if len(points) <= PLOT_POINTS or end <= 0:
+        return [p[0] for p in points], [p[1] for p in points], [p[2] for p in points]
+    width = end / PLOT_POINTS
+    times: list[float] = []
+    nodes: list[int] = []
+    queued: list[int] = []
+    for time, n, q in points:
+        start = math.floor(time / width) * width
+        if times and times[-1] == start:
+            nodes[-1], queued[-1] = max(nodes[-1], n), max(queued[-1], q)
+        else:
+            times.append(start)
+            nodes.append(n)
+            queued.append(q)
+    return times, nodes, queued
+
+
+def write_plots(result: Result, model: StackModel, out_dir: Path) -> dict[str, str]:
+    """One PNG per pool (nodes, and GPU slots of jobs waiting, over time) and the wait-time CDF
+    per tier; returns the file name of each, by pool name and WAIT_CDF.
+
+    matplotlib is imported here, not at module level, so that the other commands of the CLI
+    start without loading it. The object API (no pyplot) keeps no global state between runs.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    days = result.horizon > 3 * 86400
+    scale, unit = (86400, "days") if days else (3600, "hours")
+    names: dict[str, str] = {}
+    for pool in result.pools:
+        times, nodes, queued = _reduced(pool.series, result.horizon)
+        figure = Figure(figsize=(8, 4.5), dpi=100)
+        FigureCanvasAgg(figure)
+        upper, lower = figure.subplots(2, 1, sharex=True)
+        x = [t / scale for t in times]
+        upper.step(x, nodes, where="post", color="tab:blue")
+        upper.set_ylabel("nodes up")
+        upper.set_ylim(bottom=0)
+        upper.set_title(f"{result.stack}: pool {pool.name} (max {model.pool(pool.name).max_nodes} nodes)")
+        lower.step(x, queued, where="post", color="tab:orange")
+        lower.set_ylabel("GPU slots queued")
+        lower.set_ylim(bottom=0)
+        lower.set_xlabel(unit)
+        figure.tight_layout()
+        names[pool.name] = f"pool-{pool.name}.png"
+        figure.savefig(out_dir / names[pool.name], format="png", metadata={"Software": None})
+    figure = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    waits: dict[str, list[float]] = defaultdict(list)
+    for job in result.jobs:
+        if job.first_start is not None:
+            waits[job.tier].append((job.first_start - job.submit) / 3600)
+    for tier in sorted(waits, key=lambda t: -model.tiers[t].priority):
+        values = sorted(waits[tier])
+        axes.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=f"{tier} ({len(values)})")
+    axes.set_xlabel("wait (hours)")
+    axes.set_ylabel("share of started jobs")
+    axes.set_ylim(0, 1.02)
+    axes.set_title(f"{result.stack}: wait from submission to first start, per tier")
+    if waits:
+        axes.legend(loc="lower right")
+    figure.tight_layout()
+    names[WAIT_CDF] = WAIT_CDF
+    figure.savefig(out_dir / WAIT_CDF, format="png", metadata={"Software": None})
+    return names

@@ -1,0 +1,188 @@
+"""Job traces: the CSV `gpu-platform simulate` replays, read and checked against a stack.
+
+A trace is one row per training job: when it was submitted, who submitted it (team), at which
+priority tier, on which pool, its shape (nodes x GPU slots per node) and how long it runs on that
+allocation without interruption. `checkpoint_every_s`, optional, is how often the job saves a
+checkpoint; without it an interrupted job starts over.
+
+Every problem of a trace is reported at once, one line each, naming the file, the line and the
+column, so a trace exported from a real cluster is fixed in one pass.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection
+
+REQUIRED_COLUMNS = ("id", "submit_s", "team", "tier", "pool", "nodes", "gpus_per_node", "duration_s")
+OPTIONAL_COLUMNS = ("checkpoint_every_s",)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    id: str
+    submit_s: float
+    team: str
+    tier: str
+    pool: str
+    nodes: int
+    gpus_per_node: int
+    duration_s: float
+    # None: the job keeps no checkpoint, so an interruption loses everything it did.
+    checkpoint_every_s: float | None
+    # Line of the CSV file (the header is line 1), for messages.
+    line: int
+
+
+@dataclass(frozen=True)
+class StackNames:
+    """What a trace may name: the stack's teams, tiers and pools."""
+
+    teams: Collection[str]
+    tiers: Collection[str]
+    pools: Collection[str]
+
+
+class TraceError(Exception):
+    """An unreadable or invalid trace: one message per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def read(path: Path, names: StackNames) -> list[TraceJob]:
+    """The trace's jobs in file order; raises TraceError listing every problem."""
+    return parse(read_rows(path), str(path), names)
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    """The CSV cells of the trace, unchecked (parse checks them against a stack)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            return list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError([f"{path}: cannot read the trace: {exc}"]) from None
+
+
+def parse(rows: list[list[str]], source: str, names: StackNames) -> list[TraceJob]:
+    """The jobs of CSV `rows` (header first); `source` names the file in messages."""
+    if not rows:
+        raise TraceError([f"{source}:1: empty file; expected a header: {','.join(REQUIRED_COLUMNS)}"])
+    header = [cell.strip() for cell in rows[0]]
+    problems = _header_problems(header, source)
+    if problems:
+        raise TraceError(problems)
+    column = {name: index for index, name in enumerate(header)}
+    jobs: list[TraceJob] = []
+    seen: dict[str, int] = {}
+    for offset, row in enumerate(rows[1:]):
+        line = offset + 2
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            problems.append(f"{source}:{line}: expected {len(header)} cells, got {len(row)}")
+            continue
+        job, row_problems = _job(row, column, line, source, names)
+        problems += row_problems
+        if job is None:
+            continue
+        if job.id in seen:
+            problems.append(f"{source}:{line}: column id: {job.id!r} is also the id on line {seen[job.id]}")
+            continue
+        seen[job.id] = line
+        jobs.append(job)
+    if problems:
+        raise TraceError(problems)
+    return jobs
+
+
+def _header_problems(header: list[str], source: str) -> list[str]:
+    problems = [
+        f"{source}:1: column {name}: missing from the header"
+        for name in REQUIRED_COLUMNS
+        if name not in header
+    ]
+    known = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
+    for name in header:
+        if name not in known:
+            problems.append(f"{source}:1: column {name!r}: unknown column; columns: {', '.join(known)}")
+    for name in sorted({n for n in header if header.count(n) > 1}):
+        problems.append(f"{source}:1: column {name}: appears more than once")
+    return problems
+
+
+def _job(
+    row: list[str], column: dict[str, int], line: int, source: str, names: StackNames
+) -> tuple[TraceJob | None, list[str]]:
+    problems: list[str] = []
+
+    def cell(name: str) -> str:
+        return row[column[name]].strip()
+
+    def problem(name: str, message: str) -> None:
+        problems.append(f"{source}:{line}: column {name}: {message}")
+
+    job_id = cell("id")
+    if not job_id:
+        problem("id", "empty; every job needs an id")
+    for name, known in (("team", names.teams), ("tier", names.tiers), ("pool", names.pools)):
+        value = cell(name)
+        if value not in known:
+            problem(name, f"unknown {name} {value!r}; {name}s: {', '.join(sorted(known))}")
+    submit = _seconds(cell("submit_s"), allow_zero=True)
+    if submit is None:
+        problem("submit_s", f"expected seconds from the trace's start (a number >= 0), got {cell('submit_s')!r}")
+    duration = _seconds(cell("duration_s"), allow_zero=False)
+    if duration is None:
+        problem("duration_s", f"expected the run time in seconds (a number > 0), got {cell('duration_s')!r}")
+    counts: dict[str, int] = {}
+    for name in ("nodes", "gpus_per_node"):
+        value = _count(cell(name))
+        if value is None:
+            problem(name, f"expected a whole number >= 1, got {cell(name)!r}")
+        else:
+            counts[name] = value
+    checkpoint: float | None = None
+    if "checkpoint_every_s" in column and cell("checkpoint_every_s"):
+        checkpoint = _seconds(cell("checkpoint_every_s"), allow_zero=False)
+        if checkpoint is None:
+            problem(
+                "checkpoint_every_s",
+                f"expected seconds between checkpoints (a number > 0, or empty for none), got {cell('checkpoint_every_s')!r}",
+            )
+    if problems or submit is None or duration is None:
+        return None, problems
+    job = TraceJob(
+        id=job_id,
+        submit_s=submit,
+        team=cell("team"),
+        tier=cell("tier"),
+        pool=cell("pool"),
+        nodes=counts["nodes"],
+        gpus_per_node=counts["gpus_per_node"],
+        duration_s=duration,
+        checkpoint_every_s=checkpoint,
+        line=line,
+    )
+    return job, problems
+
+
+def _seconds(text: str, allow_zero: bool) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        return None
+    return value
+
+
+def _count(text: str) -> int | None:
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value >= 1 else None
