@@ -7,8 +7,14 @@ way; this module is their common ground, so neither imports the other's internal
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+# Type tokens several checks read (pulumi-aws 7, pulumi-gcp 10).
+IAM_ROLE = "aws:iam/role:Role"
+IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+GCS_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 
 # The offline synth writes values unknown at preview time as this marker (infra.synth._clean);
 # the pack maps CrossGuard's unknowns to it too.
@@ -76,3 +82,22 @@ def node_group_instance_types(node_group: Resource, resources: Sequence[Resource
         for r in resources
         if r.type == LAUNCH_TEMPLATE and r.key in node_group.depends_on and isinstance(get(r.props, "instanceType"), str)
     ]
+
+
+def as_list(value: Any) -> list[Any]:
+    """IAM's one-or-many fields (Action, Resource, Statement) as a list."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def statements(document: Any) -> list[Any]:
+    """Statements of an IAM policy document given as JSON text or as an object."""
+    if isinstance(document, str):
+        if document == UNKNOWN:
+            return []
+        try:
+            document = json.loads(document)
+        except json.JSONDecodeError:
+            return []
+    return as_list(get(document, "Statement"))

@@ -14,13 +14,21 @@ only reports what it can see.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from components import catalog, fit, tenancy, tenancy_checks
-from components.declared import UNKNOWN, Resource, node_group_instance_types
+from components.declared import (
+    GCS_BUCKET_IAM_MEMBER,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    UNKNOWN,
+    Resource,
+    node_group_instance_types,
+)
+from components.declared import as_list as _as_list
+from components.declared import statements as _iam_statements
 from components.declared import get as _get
 from components.declared import items as _items
 from components.declared import mapping as _mapping
@@ -40,13 +48,10 @@ S3_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSide
 S3_BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
 S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 IAM_POLICY = "aws:iam/policy:Policy"
-IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-IAM_ROLE = "aws:iam/role:Role"
 IAM_ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 GCS_BUCKET = "gcp:storage/bucket:Bucket"
-GCS_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GCS_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 GCP_PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 GCP_PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
@@ -518,7 +523,7 @@ def no_public_buckets(resources: Sequence[Resource], ctx: Context) -> list[Viola
         elif res.type == S3_BUCKET_POLICY:
             out += [
                 Violation("no-public-buckets", res.key, "bucket policy allows anyone (Principal \"*\") without a condition")
-                for stmt in _statements(_get(res.props, "policy"))
+                for stmt in _iam_statements(_get(res.props, "policy"))
                 if _get(stmt, "Effect") == "Allow" and _anyone(_get(stmt, "Principal")) and not _get(stmt, "Condition")
             ]
         elif res.type == GCS_BUCKET and _get(res.props, "publicAccessPrevention") not in ("enforced", UNKNOWN):
@@ -537,24 +542,6 @@ def _anyone(principal: Any) -> bool:
     if principal == "*":
         return True
     return isinstance(principal, Mapping) and "*" in _as_list(principal.get("AWS"))
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
-
-
-def _statements(document: Any) -> list[Any]:
-    """Statements of an IAM policy document given as JSON text or as an object."""
-    if isinstance(document, str):
-        if _unknown(document):
-            return []
-        try:
-            document = json.loads(document)
-        except json.JSONDecodeError:
-            return []
-    return _as_list(_get(document, "Statement"))
 
 
 def no_wildcard_iam(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
@@ -580,7 +567,7 @@ def no_wildcard_iam(resources: Sequence[Resource], ctx: Context) -> list[Violati
 
 def _statement_problems(document: Any) -> list[str]:
     problems: list[str] = []
-    for stmt in _statements(document):
+    for stmt in _iam_statements(document):
         if _get(stmt, "Effect") != "Allow":
             continue
         if _get(stmt, "NotAction") not in (None, UNKNOWN):

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from components.spec import PlatformSpec, TeamSpec
 
+# The label every team namespace (and a team's volume) carries: its team.
+TEAM_LABEL = "gpu-platform.io/team"
 # The bucket's layout: each team's own prefix, and datasets every team may read.
 TEAMS_PREFIX = "teams/"
 DATASETS_PREFIX = "datasets/"

@@ -13,7 +13,18 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 
 from components import charts, tenancy
-from components.declared import UNKNOWN, Resource, get, items, mapping
+from components.tenancy import TEAM_LABEL
+from components.declared import (
+    GCS_BUCKET_IAM_MEMBER,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    UNKNOWN,
+    Resource,
+    get,
+    items,
+    mapping,
+    statements,
+)
 from components.kubernetes.queues import DEFAULT_LOCAL_QUEUE, NAMESPACE_NAME_LABEL
 
 Finding = tuple[str | None, str]
@@ -24,12 +35,8 @@ LOCAL_QUEUE_SUFFIX = ":LocalQueue"
 CLUSTER_ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
-IAM_ROLE = "aws:iam/role:Role"
-IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-GCS_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GCS_FOLDER_IAM_MEMBER = "gcp:storage/managedFolderIamMember:ManagedFolderIamMember"
 GSA_IAM_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
-TEAM_LABEL = "gpu-platform.io/team"
 # Namespaces Kueue must leave alone: Kubernetes' own and the platform's releases.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", *(chart.namespace for chart in charts.CHARTS))
 _TEAM_PREFIX = re.compile(rf"{re.escape(tenancy.TEAMS_PREFIX)}([^/*]+)/")
@@ -122,15 +129,6 @@ def kueue_management(resources: Sequence[Resource], teams: Sequence[str]) -> lis
 # --- team-identity-isolated ------------------------------------------------------------------
 
 
-def _document(value: Any) -> Any:
-    if isinstance(value, str) and value != UNKNOWN:
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, Mapping) else None
-
-
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -157,9 +155,9 @@ def identity_isolation(resources: Sequence[Resource], teams: Sequence[str]) -> l
     out: list[Finding] = []
     for r in resources:
         if r.type == IAM_ROLE_POLICY:
-            out += _iam_document_findings(r.key, _document(get(r.props, "policy")))
+            out += _iam_document_findings(r.key, statements(get(r.props, "policy")))
         if r.type == IAM_ROLE:
-            namespaces = _trusted_trainer_namespaces(_document(get(r.props, "assumeRolePolicy")))
+            namespaces = _trusted_trainer_namespaces(statements(get(r.props, "assumeRolePolicy")))
             if len(namespaces) > 1:
                 out.append((r.key, f"trusted by the trainer accounts of several namespaces ({', '.join(namespaces)})"))
     out += _gcs_findings(resources)
@@ -167,13 +165,12 @@ def identity_isolation(resources: Sequence[Resource], teams: Sequence[str]) -> l
     return out
 
 
-def _iam_document_findings(key: str, document: Any) -> list[Finding]:
-    statements = items(get(document, "Statement")) if isinstance(get(document, "Statement"), list) else [get(document, "Statement")]
-    object_statements = [s for s in statements if _s3_object_statement(s)]
+def _iam_document_findings(key: str, document: list[Any]) -> list[Finding]:
+    object_statements = [s for s in document if _s3_object_statement(s)]
     if not object_statements:
         return []
     out: list[Finding] = []
-    reached = sorted({m for s in statements for text in _strings(s) for m in _TEAM_PREFIX.findall(text)})
+    reached = sorted({m for s in document for text in _strings(s) for m in _TEAM_PREFIX.findall(text)})
     if len(reached) > 1:
         out.append((key, f"reaches the prefixes of several teams ({', '.join(reached)})"))
     for statement in object_statements:
@@ -183,10 +180,10 @@ def _iam_document_findings(key: str, document: Any) -> list[Finding]:
     return out
 
 
-def _trusted_trainer_namespaces(document: Any) -> list[str]:
+def _trusted_trainer_namespaces(document: list[Any]) -> list[str]:
     subjects = [
         match.group(1)
-        for text in _strings(get(document, "Statement"))
+        for text in _strings(document)
         if (match := _IRSA_SUBJECT.match(text)) and match.group(2) == "trainer"
     ]
     return sorted(set(subjects))

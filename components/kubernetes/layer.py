@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import charts, tenancy
+from components.tenancy import TEAM_LABEL
 from components.kubernetes import pod_security, webhook_gate
 from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
@@ -35,7 +36,6 @@ from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import PlatformSpec, PriorityTierSpec, TeamSpec
 
-TEAM_LABEL = "gpu-platform.io/team"
 # Pod Security Admission: the device plugin, GPU feature discovery and the DCGM exporter need
 # host access, which the baseline and restricted levels refuse.
 _PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
