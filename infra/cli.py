@@ -63,14 +63,18 @@ def synthesize(
     return stack_file, spec, result
 
 
+def _out_dir(args: argparse.Namespace, stack: str, command: str) -> Path:
+    """`--out/STACK`, by default under the checkout's (or the current folder's) build/<command>."""
+    out_root = args.out or (stackfile.root_for(args.stack) or Path.cwd()) / "build" / command
+    if out_root.exists() and not out_root.is_dir():
+        raise UsageError(f"--out {out_root}: not a folder")
+    return output_folder.folder(out_root, stack)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     stack_file, spec, result = synthesize(args.stack)
-    root = stackfile.root_for(args.stack)
-    out_root = args.out or (root or Path.cwd()) / "build" / "synth"
-    if out_root.exists() and not out_root.is_dir():
-        raise UsageError(f"--out {out_root}: not a folder")
-    out_dir = output_folder.folder(out_root, stack_file.stack)
+    out_dir = _out_dir(args, stack_file.stack, "synth")
     output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack, result)), out_dir)
     elapsed = time.perf_counter() - started
     print(f"{stack_file.stack}: {spec.cloud} {spec.environment}, cluster {spec.cluster.name}")
@@ -130,11 +134,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     stack_file, _, result = synthesize(args.stack)
-    root = stackfile.root_for(args.stack)
-    out_root = args.out or (root or Path.cwd()) / "build" / "simulate"
-    if out_root.exists() and not out_root.is_dir():
-        raise UsageError(f"--out {out_root}: not a folder")
-    out_dir = output_folder.folder(out_root, stack_file.stack)
+    out_dir = _out_dir(args, stack_file.stack, "simulate")
     options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
     try:
         sys.stdout.write(simulate.run(stack_file.stack, result, options))

@@ -91,10 +91,10 @@ def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
         "",
     ]
     for name, pool in figures["pools"].items():
-        cost = "n/a" if pool["cost_usd"] is None else f"${pool['cost_usd']:,.2f}"
-        utilization = "-" if pool["gpu_utilization"] is None else f"{pool['gpu_utilization']:.0%}"
-        lines.append(f"pool {name}: {pool['node_hours']:,.1f} node-hours, GPU utilization {utilization}, {cost}")
+        lines.append(
+            f"pool {name}: {pool['node_hours']:,.1f} node-hours, GPU utilization {report.share(pool['gpu_utilization'])},"
+            f" {report.usd(pool['cost_usd'], '$')}"
+        )
     total = figures["totals"]
-    cost = "n/a" if total["cost_usd"] is None else f"${total['cost_usd']:,.2f}"
-    lines.append(f"total: {total['node_hours']:,.1f} node-hours, {cost} ({catalog.PRICE_NOTE})")
+    lines.append(f"total: {total['node_hours']:,.1f} node-hours, {report.usd(total['cost_usd'], '$')} ({catalog.PRICE_NOTE})")
     return "\n".join(lines) + "\n"

@@ -32,6 +32,16 @@ PLOT_POINTS = 2000
 REJECTED_SHOWN = 20
 
 
+def usd(value: float | None, sign: str = "") -> str:
+    """A cost as tables and the terminal print it; n/a where no price is known."""
+    return "n/a" if value is None else f"{sign}{value:,.2f}"
+
+
+def share(value: float | None) -> str:
+    """A utilization as a percentage; - where nothing was provisioned."""
+    return "-" if value is None else f"{value:.0%}"
+
+
 def number(value: float | None) -> str:
     """CSV text of a number: whole numbers bare, others to the millisecond; empty for none."""
     if value is None:
@@ -270,12 +280,12 @@ def markdown(result: Result, model: StackModel, figures: dict[str, Any], plots: 
         "|---|---|---|---|---|",
     ]
     for name, pool in figures["pools"].items():
-        utilization = "-" if pool["gpu_utilization"] is None else f"{pool['gpu_utilization']:.0%}"
-        cost = "n/a" if pool["cost_usd"] is None else f"{pool['cost_usd']:,.2f}"
-        lines.append(f"| `{name}` | {pool['node_hours']:,.1f} | {pool['peak_nodes']} | {utilization} | {cost} |")
+        lines.append(
+            f"| `{name}` | {pool['node_hours']:,.1f} | {pool['peak_nodes']} | {share(pool['gpu_utilization'])}"
+            f" | {usd(pool['cost_usd'])} |"
+        )
     total = figures["totals"]
-    total_cost = "n/a" if total["cost_usd"] is None else f"${total['cost_usd']:,.2f}"
-    lines += ["", f"Total: {total['node_hours']:,.1f} node-hours, {total_cost}.", ""]
+    lines += ["", f"Total: {total['node_hours']:,.1f} node-hours, {usd(total['cost_usd'], '$')}.", ""]
     rejected = [j for j in result.jobs if j.status == STATUS_REJECTED]
     if rejected:
         lines += [f"## Rejected jobs ({len(rejected)}): they can never run on this stack", ""]
