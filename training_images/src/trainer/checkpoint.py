@@ -115,15 +115,16 @@ def _unmarked_kind(store: Store, folder: str) -> str:
         return "stale"
     text = store.read_text(f"{folder}/{STATE_FILE}")
     try:
-        TrainerState.from_json(text)
-        return "finished"
-    except (ValueError, TypeError, KeyError):
-        pass
-    try:
         fields = json.loads(text)
     except ValueError:
         return "stale"
-    return "legacy" if isinstance(fields, dict) and "step" in fields else "stale"
+    if not isinstance(fields, dict) or "step" not in fields:
+        return "stale"
+    try:
+        TrainerState.from_json(text)
+    except (TypeError, KeyError):
+        return "legacy"
+    return "finished"
 
 
 def remove_incomplete(store: Store) -> list[str]:
