@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import program, stackfile, synth
-from infra.simulate import engine, model, report, trace
+from infra.tools.simulate import engine, model, report, trace
 
 REPO = Path(__file__).resolve().parents[1]
 TEAMS = ("t0", "t1", "t2", "t3")

@@ -2,24 +2,19 @@
 after the node's reserved share and the DaemonSets the stack runs there.
 
 Pure functions and data tables. The AWS wing's scale-from-zero tags, the JobSet renderer and the
-fit proof (components.fit) all read them, so a job never asks for something its node's template
+fit proof (components.checks.fit) all read them, so a job never asks for something its node's template
 does not advertise. The fit proof recomputes a node's offer from the synthesized resources
 instead of the spec, so a derivation that disagrees with what is declared shows up there.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
-from typing import Any
 
-from components import catalog
-from components.aws.plan import efa_interfaces
-from components.kubernetes.device_plugin import installs_device_plugin
+from components.facts import aws as aws_facts
+from components.facts import catalog
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import NodePoolSpec, PlatformSpec
-from components.declared import UNKNOWN
 from components.spec.models import Cloud
 
 # Advertised by the EFA device plugin, one per EFA interface of the node
@@ -47,6 +42,26 @@ class Requests:
 
 
 NOTHING = Requests(0, 0)
+
+
+@dataclass(frozen=True)
+class EfaInterface:
+    """One EFA network interface of a node's launch template (EC2 network cards)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str
+
+
+def efa_interfaces(instance_type: str) -> list[EfaInterface]:
+    """One EFA per network card: an EFA-with-ENA primary, EFA-only on every further card."""
+    cards = aws_facts.EFA_NETWORK_CARDS.get(instance_type, 1)
+    return [EfaInterface(0, 0, "efa")] + [EfaInterface(card, 1, "efa-only") for card in range(1, cards)]
+
+
+def installs_device_plugin(spec: PlatformSpec) -> bool:
+    """Only for `devicePlugin: nvidia`: a second nvidia.com/gpu advertiser on a node breaks GPUs."""
+    return spec.device_plugin == "nvidia"
 
 
 def extended_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int]:
@@ -221,25 +236,3 @@ def cpu_quantity(millicores: int) -> str:
 
 def memory_quantity(mib: int) -> str:
     return f"{mib}Mi"
-
-
-# Kubernetes resource quantities as charts and our objects spell them (apimachinery resource.Quantity).
-_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
-_MEMORY_UNITS = {"": 1 / MIB, "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024, "k": 1e3 / MIB, "M": 1e6 / MIB, "G": 1e9 / MIB}
-
-
-def cpu_millicores(quantity: Any) -> int:
-    """A Kubernetes CPU quantity ("250m", "2", 2) in millicores; 0 when absent or unknown."""
-    match = _QUANTITY.match(str(quantity)) if quantity is not None and quantity != UNKNOWN else None
-    if match is None:
-        return 0
-    number, unit = float(match.group(1)), match.group(2)
-    return int(number) if unit == "m" else int(number * 1000)
-
-
-def memory_mib(quantity: Any) -> int:
-    """A Kubernetes memory quantity ("256Mi", "1Gi", bytes) in MiB, rounded up; 0 when absent."""
-    match = _QUANTITY.match(str(quantity)) if quantity is not None and quantity != UNKNOWN else None
-    if match is None or match.group(2) not in _MEMORY_UNITS:
-        return 0
-    return math.ceil(float(match.group(1)) * _MEMORY_UNITS[match.group(2)])

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components import catalog
-from components.capacity import ON_REQUEST, RESERVED, Way
+from components.facts import catalog
+from components.facts.capacity import ON_REQUEST, RESERVED, Way
 from components.spec import NodePoolSpec, PlatformSpec, SharingMode
+from components.spec.platform_rules import gpus_per_node, slots_per_gpu
 
 # Label keys we own; the NVIDIA ones are read by the device plugin and GPU feature discovery.
 POOL_LABEL = "gpu-platform.io/pool"
@@ -41,7 +42,7 @@ class Pool:
     gpus_per_node: int
     min_nodes: int
     max_nodes: int
-    # How the nodes are obtained (components.capacity).
+    # How the nodes are obtained (components.facts.capacity).
     provisioning: Way
     sharing_mode: SharingMode
     # Schedulable `nvidia.com/gpu` per physical GPU: replicas, MIG instances, or 1.
@@ -123,24 +124,17 @@ def derive_pool(spec_pool: NodePoolSpec) -> Pool:
     gpu_name = shape.gpu if shape else spec_pool.gpu_model
     assert gpu_name is not None, "parse_spec guarantees a GPU model"
     gpu = catalog.GPU_MODELS[gpu_name]
-    gpus = spec_pool.gpus_per_node or (shape.gpus_per_node if shape else 1)
     sharing = spec_pool.sharing
-    if sharing.mode in ("time-slicing", "mps"):
-        slots = sharing.replicas or 1
-    elif sharing.mode == "mig" and sharing.profile:
-        slots = gpu.mig_profiles[sharing.profile]
-    else:
-        slots = 1
     return Pool(
         name=spec_pool.name,
         gpu=gpu,
         instance_type=shape,
-        gpus_per_node=gpus,
+        gpus_per_node=gpus_per_node(spec_pool),
         min_nodes=spec_pool.min_nodes,
         max_nodes=spec_pool.max_nodes,
         provisioning=spec_pool.way,
         sharing_mode=sharing.mode,
-        slots_per_gpu=slots,
+        slots_per_gpu=slots_per_gpu(spec_pool),
         mig_profile=sharing.profile,
         node_selector=dict(spec_pool.node_selector),
     )

@@ -19,11 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from components import jobs, trainer_image
+from components import trainer_image
+from components.jobs import renderer
 from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import check, output_folder, program, review, stackfile, summary, synth, yamlfile
-from infra.simulate import command as simulate, impact
-from infra.simulate.trace import TraceError, read_rows
+from infra import output_folder, program, stackfile, synth, yamlfile
+from infra.tools import check, review, summary
+from infra.tools.simulate import command as simulate
+from infra.tools.simulate import impact
+from infra.tools.simulate.trace import TraceError, read_rows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -89,7 +92,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cmd_job(args: argparse.Namespace) -> int:
     spec = stackfile.read(args.stack, stackfile.root_for(args.stack)).spec()
-    request = jobs.JobRequest(
+    request = renderer.JobRequest(
         pool=args.pool,
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
@@ -101,7 +104,7 @@ def cmd_job(args: argparse.Namespace) -> int:
         max_restarts=args.max_restarts,
         grace_period=args.grace_period,
     )
-    print(jobs.to_yaml(jobs.render(spec, request)), end="")
+    print(renderer.to_yaml(renderer.render(spec, request)), end="")
     return EXIT_OK
 
 
@@ -213,8 +216,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-restarts",
         type=int,
-        default=jobs.DEFAULT_MAX_RESTARTS,
-        help=f"JobSet restarts after failures; disruptions do not count (default {jobs.DEFAULT_MAX_RESTARTS})",
+        default=renderer.DEFAULT_MAX_RESTARTS,
+        help=f"JobSet restarts after failures; disruptions do not count (default {renderer.DEFAULT_MAX_RESTARTS})",
     )
     p.add_argument(
         "--grace-period",
@@ -283,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INVALID
-    except jobs.JobError as exc:
+    except renderer.JobError as exc:
         for problem in exc.problems:
             print(f"{args.stack}: {problem}", file=sys.stderr)
         return EXIT_INVALID

@@ -1,6 +1,6 @@
 """The gpu-platform rules as CrossGuard policies, for a real `pulumi preview --policy-pack policy`.
 
-Every policy calls the rule function of components.rules that `gpu-platform check` calls: rules
+Every policy calls the rule function of components.checks.rules that `gpu-platform check` calls: rules
 of scope "resource" as a ResourceValidationPolicy on each resource, rules of scope "stack" (links
 between resources, totals) as a StackValidationPolicy. Properties arrive camelCase, as in the
 offline synth; values unknown during the preview become rules.UNKNOWN, which no rule reports.
@@ -30,8 +30,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from components import rules
-from components.rule_catalog import RULES, RuleInfo
+from components.checks import rules
+from components.facts.rule_catalog import RULES, RuleInfo
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, parse_spec
 
 PACK_NAME = "gpu-platform"

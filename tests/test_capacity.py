@@ -8,10 +8,11 @@ from typing import Any, Callable
 import pytest
 from helpers import REPO, platform_of
 
-from components import capacity, catalog
+from components.facts import capacity, catalog
 from components.spec import SpecError, parse_spec
-from infra import cli, stackfile, summary
+from infra import cli, stackfile
 from infra.synth import Synthesis
+from infra.tools import summary
 from infra.yamlfile import shown
 
 SOURCE = "stacks/Pulumi.test.yaml"

@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import REPO
 
-from components import capacity
+from components.facts import capacity
 
 DOCS = {"aws": REPO / "docs" / "aws.md", "gcp": REPO / "docs" / "gcp.md"}
 

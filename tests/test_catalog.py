@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from components import catalog
+from components.facts import catalog
 
 TYPES = list(catalog.INSTANCE_TYPES.values())
 

@@ -1,5 +1,5 @@
 """Every count a stack file sets is bounded by what the cloud or Kubernetes documents
-(components.limits): a stack never synthesizes a number no API accepts."""
+(components.facts.limits): a stack never synthesizes a number no API accepts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import platform_of
 
-from components import limits
+from components.facts import limits
 from components.spec import SpecError, parse_spec
 
 HUGE = 10**30

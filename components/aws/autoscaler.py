@@ -8,8 +8,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws import facts, iam, plan
+from components.aws import iam, plan
 from components.aws.cluster import Account, EksCluster
+from components.facts import aws as aws_facts
+from components.facts import charts
 from components.pools import Pool
 
 
@@ -47,7 +49,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         priorities = pulumi.Output.all(system_asg_name, *asg_names.values()).apply(
             lambda resolved: plan.expander_priorities(pools, dict(zip(names, resolved[1:])), resolved[0])
         )
-        chart = facts.CLUSTER_AUTOSCALER_CHART
+        chart = charts.CLUSTER_AUTOSCALER
         self.release = k8s.helm.v3.Release(
             name,
             name="cluster-autoscaler",

@@ -11,8 +11,9 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import tenancy
-from components.aws import facts, iam, plan
+from components.aws import iam, plan
 from components.aws.nodes import node_launch_template
+from components.facts import aws as aws_facts
 from components.spec import PlatformSpec
 
 # The system group's AMI: add-ons need no GPU driver.
@@ -82,7 +83,7 @@ class EksCluster(pulumi.ComponentResource):
         )
         aws.kms.Alias(f"{name}-secrets", name=f"alias/{spec.cluster.name}-eks-secrets", target_key_id=key.key_id, opts=child)
 
-        cluster_role = self._service_role(f"{name}-cluster", "eks.amazonaws.com", facts.CLUSTER_ROLE_POLICIES, account)
+        cluster_role = self._service_role(f"{name}-cluster", "eks.amazonaws.com", aws_facts.CLUSTER_ROLE_POLICIES, account)
         encryption = aws.iam.RolePolicy(
             f"{name}-cluster-secrets-key",
             role=cluster_role.id,
@@ -112,7 +113,7 @@ class EksCluster(pulumi.ComponentResource):
                 resources=["secrets"],
                 provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=key.arn),
             ),
-            enabled_cluster_log_types=list(facts.CONTROL_PLANE_LOG_TYPES),
+            enabled_cluster_log_types=list(aws_facts.CONTROL_PLANE_LOG_TYPES),
             # Explicit, so a version leaving standard support never moves the cluster into paid
             # extended support unasked (EKS CreateCluster upgradePolicy; extended is EKS's default).
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=settings.support_type),
@@ -127,7 +128,7 @@ class EksCluster(pulumi.ComponentResource):
         oidc = aws.iam.OpenIdConnectProvider(
             name,
             url=self.oidc_issuer,
-            client_id_lists=[facts.IRSA_AUDIENCE],
+            client_id_lists=[aws_facts.IRSA_AUDIENCE],
             opts=child,
         )
         self.oidc_provider_arn = oidc.arn
@@ -135,9 +136,9 @@ class EksCluster(pulumi.ComponentResource):
         for access in tenancy.eks_access(spec):
             self._access(name, access, account)
 
-        node_role = self._service_role(f"{name}-node", "ec2.amazonaws.com", facts.NODE_ROLE_POLICIES, account)
+        node_role = self._service_role(f"{name}-node", "ec2.amazonaws.com", aws_facts.NODE_ROLE_POLICIES, account)
         self.node_role_arn = node_role.arn
-        addon_versions = facts.ADDON_VERSIONS[spec.cluster.kubernetes_version]
+        addon_versions = aws_facts.ADDON_VERSIONS[spec.cluster.kubernetes_version]
         # Networking first: nodes only become Ready once the CNI and kube-proxy run.
         networking = [self._addon(name, addon, addon_versions[addon], account) for addon in ("vpc-cni", "kube-proxy")]
         template = node_launch_template(
@@ -223,13 +224,13 @@ class EksCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> aws.eks.Addon:
         role_arn: pulumi.Output[str] | None = None
-        if addon in facts.ADDON_SERVICE_ACCOUNTS:
-            subject = f"system:serviceaccount:kube-system:{facts.ADDON_SERVICE_ACCOUNTS[addon]}"
+        if addon in aws_facts.ADDON_SERVICE_ACCOUNTS:
+            subject = f"system:serviceaccount:kube-system:{aws_facts.ADDON_SERVICE_ACCOUNTS[addon]}"
             role = self.irsa_role(f"{name}-{addon}", [subject])
             aws.iam.RolePolicyAttachment(
                 f"{name}-{addon}",
                 role=role.name,
-                policy_arn=iam.managed_policy_arn(account.partition, facts.ADDON_ROLE_POLICIES[addon]),
+                policy_arn=iam.managed_policy_arn(account.partition, aws_facts.ADDON_ROLE_POLICIES[addon]),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             role_arn = role.arn
@@ -264,7 +265,7 @@ class EksCluster(pulumi.ComponentResource):
             resource,
             cluster_name=self.cluster.name,
             principal_arn=entry.principal_arn,
-            policy_arn=f"arn:{account.partition}:eks::aws:cluster-access-policy/{facts.CLUSTER_ADMIN_ACCESS_POLICY}",
+            policy_arn=f"arn:{account.partition}:eks::aws:cluster-access-policy/{aws_facts.CLUSTER_ADMIN_ACCESS_POLICY}",
             access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
             opts=pulumi.ResourceOptions(parent=self),
         )

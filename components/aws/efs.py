@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
-from components.aws import facts
+from components.facts import aws as aws_facts
 from components.kubernetes import DataVolume
 from components.naming import TRAINER_UID
 from components.spec import PlatformSpec
@@ -118,7 +118,7 @@ class TrainingFileSystem(pulumi.ComponentResource):
             )
         self.file_system_id = file_system.id
         self.data_volume = DataVolume(
-            driver=facts.EFS_CSI_DRIVER,
+            driver=aws_facts.EFS_CSI_DRIVER,
             handles=handles,
             # Encrypt NFS traffic in transit (efs-utils mount helper option).
             mount_options=("tls",),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import tenancy
-from components.aws import facts
+from components.facts import aws as aws_facts
 
 Policy = dict[str, Any]
 
@@ -35,7 +35,7 @@ def irsa_trust_policy(provider_arn: str, issuer_host: str, subjects: list[str]) 
                 "Action": "sts:AssumeRoleWithWebIdentity",
                 "Condition": {
                     "StringEquals": {
-                        f"{issuer_host}:aud": facts.IRSA_AUDIENCE,
+                        f"{issuer_host}:aud": aws_facts.IRSA_AUDIENCE,
                         f"{issuer_host}:sub": sorted(subjects),
                     }
                 },
@@ -95,7 +95,7 @@ def cluster_autoscaler_policy(cluster_name: str, partition: str, region: str, ac
                 "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
                 "Resource": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/*",
                 "Condition": {
-                    "StringEquals": {f"aws:ResourceTag/{facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}": "owned"}
+                    "StringEquals": {f"aws:ResourceTag/{aws_facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}": "owned"}
                 },
             },
             {

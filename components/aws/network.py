@@ -5,7 +5,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from components.aws import facts, plan
+from components.aws import plan
+from components.facts import aws as aws_facts
 from components.spec import PlatformSpec
 
 # A new VPC spans this many zones when the spec names none (EKS needs at least two).
@@ -45,7 +46,7 @@ class Network(pulumi.ComponentResource):
     def _build_vpc(self, name: str, spec: PlatformSpec, region: str, zones: list[str]) -> None:
         child = pulumi.ResourceOptions(parent=self)
         cluster = spec.cluster.name
-        cluster_tag = {f"{facts.CLUSTER_TAG_PREFIX}{cluster}": "shared"}
+        cluster_tag = {f"{aws_facts.CLUSTER_TAG_PREFIX}{cluster}": "shared"}
         vpc = aws.ec2.Vpc(
             name,
             cidr_block=spec.aws_settings.network.effective_vpc_cidr,
@@ -72,7 +73,7 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 availability_zone=zone,
                 cidr_block=subnets.public_cidr,
-                tags={"Name": f"{name}-public-{zone}", facts.PUBLIC_ELB_TAG: "1", **cluster_tag},
+                tags={"Name": f"{name}-public-{zone}", aws_facts.PUBLIC_ELB_TAG: "1", **cluster_tag},
                 opts=child,
             )
             aws.ec2.RouteTableAssociation(
@@ -92,7 +93,7 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 availability_zone=zone,
                 cidr_block=subnets.private_cidr,
-                tags={"Name": f"{name}-private-{zone}", facts.INTERNAL_ELB_TAG: "1", **cluster_tag},
+                tags={"Name": f"{name}-private-{zone}", aws_facts.INTERNAL_ELB_TAG: "1", **cluster_tag},
                 opts=child,
             )
             routes = aws.ec2.RouteTable(

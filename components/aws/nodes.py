@@ -8,7 +8,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components import node_resources
-from components.aws import facts, plan
+from components.aws import plan
+from components.facts import aws as aws_facts
 from components.pools import Pool
 from components.spec import NodePoolSpec
 
@@ -138,12 +139,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
                     security_groups=[security_group_id],
                     delete_on_termination="true",
                 )
-                for nic in plan.efa_interfaces(pool.instance_type.name)
+                for nic in node_resources.efa_interfaces(pool.instance_type.name)
             ]
         template = node_launch_template(
             name,
             volume_gib=spec_pool.root_volume_gib,
-            data_device=facts.DATA_DEVICE[spec_pool.ami_type],
+            data_device=aws_facts.DATA_DEVICE[spec_pool.ami_type],
             parent=self,
             network_interfaces=interfaces,
             placement_group=placement_group,

@@ -16,7 +16,8 @@ from typing import Any
 import pulumi
 
 from components import naming
-from components.aws import facts
+from components.facts import aws as aws_facts
+from components.facts import charts
 from components.pools import GPU_TAINT_KEY, Pool
 from components.spec import Environment, NodePoolSpec, PlatformSpec, Problem
 
@@ -28,7 +29,7 @@ SYSTEM_ROLE = "system"
 CHECKPOINT_PREFIX = "checkpoints/"
 
 # Cluster-autoscaler: where it runs and the service account its IAM role trusts.
-AUTOSCALER_NAMESPACE = "kube-system"
+AUTOSCALER_NAMESPACE = charts.CLUSTER_AUTOSCALER.namespace
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 
 # Priority expander ranks (highest wins): for the same request, reserved capacity (paid for
@@ -105,14 +106,14 @@ def placement_group(spec_pool: NodePoolSpec) -> bool:
 
 def node_labels(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, str]:
     """Labels on a pool's nodes: the pool facts, the accelerator, and EFA where present."""
-    labels = {**pool.labels, facts.ACCELERATOR_LABEL: pool.gpu.accelerator_label}
+    labels = {**pool.labels, aws_facts.ACCELERATOR_LABEL: pool.gpu.accelerator_label}
     if spec_pool.efa:
-        labels[facts.EFA_LABEL] = "true"
+        labels[aws_facts.EFA_LABEL] = "true"
     return labels
 
 
 def autoscaler_cluster_tag(cluster_name: str) -> str:
-    return f"{facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}"
+    return f"{aws_facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}"
 
 
 def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: dict[str, int]) -> dict[str, str]:
@@ -128,13 +129,13 @@ def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: d
     """
     taint = pool.taint
     tags = {
-        facts.AUTOSCALER_ENABLED_TAG: "true",
+        aws_facts.AUTOSCALER_ENABLED_TAG: "true",
         autoscaler_cluster_tag(cluster_name): "owned",
-        f"{facts.NODE_TEMPLATE_PREFIX}taint/{taint.key}": f"{taint.value}:{taint.effect}",
+        f"{aws_facts.NODE_TEMPLATE_PREFIX}taint/{taint.key}": f"{taint.value}:{taint.effect}",
     }
-    tags.update({f"{facts.NODE_TEMPLATE_PREFIX}resources/{name}": str(count) for name, count in resources.items()})
-    tags.update({f"{facts.NODE_TEMPLATE_PREFIX}label/{key}": value for key, value in labels.items()})
-    tags[f"{facts.NODE_TEMPLATE_PREFIX}label/{CAPACITY_TYPE_LABEL}"] = capacity_type(pool)
+    tags.update({f"{aws_facts.NODE_TEMPLATE_PREFIX}resources/{name}": str(count) for name, count in resources.items()})
+    tags.update({f"{aws_facts.NODE_TEMPLATE_PREFIX}label/{key}": value for key, value in labels.items()})
+    tags[f"{aws_facts.NODE_TEMPLATE_PREFIX}label/{CAPACITY_TYPE_LABEL}"] = capacity_type(pool)
     return dict(sorted(tags.items()))
 
 
@@ -188,7 +189,7 @@ def autoscaler_values(
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
         "fullnameOverride": "cluster-autoscaler",
-        "image": {"tag": facts.CLUSTER_AUTOSCALER_IMAGE_TAGS[kubernetes_version]},
+        "image": {"tag": aws_facts.CLUSTER_AUTOSCALER_IMAGE_TAGS[kubernetes_version]},
         "rbac": {
             "serviceAccount": {
                 "name": AUTOSCALER_SERVICE_ACCOUNT,
@@ -218,7 +219,7 @@ def efa_device_plugin_values(pools: list[Pool], spec: PlatformSpec) -> dict[str,
     efa = {p.name for p in spec.node_pools if p.efa}
     types = sorted({pool.instance_type.name for pool in pools if pool.name in efa and pool.instance_type})
     return {
-        "nodeSelector": {facts.EFA_LABEL: "true"},
+        "nodeSelector": {aws_facts.EFA_LABEL: "true"},
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": types},
     }
@@ -255,19 +256,6 @@ def zone_problems(spec_pool: NodePoolSpec, at: str, cluster_zones: list[str], of
             )
         ]
     return []
-
-
-@dataclass(frozen=True)
-class EfaInterface:
-    network_card_index: int
-    device_index: int
-    interface_type: str
-
-
-def efa_interfaces(instance_type: str) -> list[EfaInterface]:
-    """One EFA per network card: an EFA-with-ENA primary, EFA-only on every further card."""
-    cards = facts.EFA_NETWORK_CARDS.get(instance_type, 1)
-    return [EfaInterface(0, 0, "efa")] + [EfaInterface(card, 1, "efa-only") for card in range(1, cards)]
 
 
 @dataclass(frozen=True)

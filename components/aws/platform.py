@@ -8,15 +8,17 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws import facts, plan
+from components import naming
+from components.aws import plan
 from components.aws.autoscaler import ClusterAutoscaler
 from components.aws.cluster import Account, EksCluster
 from components.aws.efs import TrainingFileSystem
 from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
+from components.facts import aws as aws_facts
+from components.facts import charts
 from components.kubernetes import DataVolume
-from components import naming
 from components.naming import resource_name
 from components.pools import Pool
 from components.spec import DeployTimeProblems, PlatformSpec
@@ -100,14 +102,14 @@ class AwsPlatform(pulumi.ComponentResource):
             opts=child,
         )
         if any(p.efa for p in spec.node_pools):
-            chart = facts.EFA_DEVICE_PLUGIN_CHART
+            chart = charts.EFA_DEVICE_PLUGIN
             k8s.helm.v3.Release(
                 resource_name(spec, "efa-device-plugin"),
                 name="aws-efa-k8s-device-plugin",
                 chart=chart.name,
                 version=chart.version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-                namespace="kube-system",
+                namespace=chart.namespace,
                 values=plan.efa_device_plugin_values(pools, spec),
                 opts=pulumi.ResourceOptions(parent=self, provider=cluster.provider),
             )

@@ -14,11 +14,11 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.trainer_image import RegistryLogin
 from components import naming, tenancy
 from components.gcp import plan
 from components.pools import Pool
 from components.spec import GKE_SYSTEM_POOL, GcpSpec, NodePoolSpec, PlatformSpec
+from components.trainer_image import RegistryLogin
 
 # Full API scope on nodes: IAM roles, not scopes, decide what a node may do (GKE hardening guide).
 _CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -244,7 +244,7 @@ class GcpPlatform(pulumi.ComponentResource):
             ),
             cluster_autoscaling=self._cluster_autoscaling(node_account),
             # Training pods mount the stack's bucket through the GCS FUSE CSI driver
-            # (components.jobs), so checkpoints land in GCS without a copy step.
+            # (components.jobs.renderer), so checkpoints land in GCS without a copy step.
             addons_config=gcp.container.ClusterAddonsConfigArgs(
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
             ),

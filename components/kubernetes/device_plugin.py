@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from components.node_resources import installs_device_plugin
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE, Pool
 from components.spec import PlatformSpec
 
@@ -22,11 +23,6 @@ from components.spec import PlatformSpec
 DEFAULT_CONFIG = "none"
 
 _SHARING_KEYS = {"time-slicing": "timeSlicing", "mps": "mps"}
-
-
-def installs_device_plugin(spec: PlatformSpec) -> bool:
-    """Only for `devicePlugin: nvidia`: a second nvidia.com/gpu advertiser on a node breaks GPUs."""
-    return spec.device_plugin == "nvidia"
 
 
 def plugin_config(pool: Pool) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from typing import Any, Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import charts, tenancy
-from components.tenancy import TEAM_LABEL
+from components import tenancy
+from components.facts import charts
 from components.kubernetes import pod_security, webhook_gate
 from components.kubernetes.data_volume import DataVolume, volume_name
-from components.kubernetes.device_plugin import device_plugin_labels, installs_device_plugin
+from components.kubernetes.device_plugin import device_plugin_labels
 from components.kubernetes.queues import (
     KUEUE_API,
     QUEUED_PROVISIONING,
@@ -33,8 +33,10 @@ from components.kubernetes.queues import (
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
 from components.kubernetes.tiers import priority_tiers
 from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
+from components.node_resources import installs_device_plugin
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import PlatformSpec, PriorityTierSpec, TeamSpec
+from components.tenancy import TEAM_LABEL
 
 # Pod Security Admission: the device plugin, GPU feature discovery and the DCGM exporter need
 # host access, which the baseline and restricted levels refuse.

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from components import charts, naming
+from components import naming
+from components.facts import charts
 from components.kubernetes.device_plugin import DEFAULT_CONFIG, config_map
 from components.kubernetes.queues import NAMESPACE_NAME_LABEL
 from components.pools import Pool

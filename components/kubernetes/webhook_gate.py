@@ -9,7 +9,7 @@ so objects that depend on this Job are created only once the webhook has answere
 
 from __future__ import annotations
 
-from components import charts
+from components.facts import charts
 
 # The chart's webhook Service: `<fullname>-webhook-service`, port 443 (kueue chart 0.19.2,
 # templates/webhook/service.yaml and values `webhookService.ports`); the fullname is the

@@ -17,11 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components import regions
+from components.facts import regions
 from components.spec.aws_rules import AWS_SYSTEM_POOL, aws_problems
 from components.spec.capacity_rules import capacity_problems
 from components.spec.gcp_rules import GKE_SYSTEM_POOL, gcp_problems
-from components.spec.partial import repair
 from components.spec.models import (
     CONFIG_KEY,
     CONFIG_NAMESPACE,
@@ -36,6 +35,7 @@ from components.spec.models import (
     TeamSpec,
     stack_file_schema,
 )
+from components.spec.partial import repair
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
 from components.spec.problems import (

@@ -5,15 +5,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from components import catalog, limits
-from components.spec.models import (
-    ANYWHERE,
-    ARM64_AMI_TYPES,
-    BOTTLEROCKET_AMI_TYPES,
-    AwsSpec,
-    NodePoolSpec,
-    PlatformSpec,
-)
+from components.facts import catalog, limits
+from components.facts.aws import ARM64_AMI_TYPES, BOTTLEROCKET_AMI_TYPES
+from components.spec.models import ANYWHERE, AwsSpec, NodePoolSpec, PlatformSpec
 from components.spec.problems import ROOT, Problem, cloud_only_problems
 
 # --- AWS-only rules: the `aws` section, pool AMI/EFA/volume fields, zones in the region -----

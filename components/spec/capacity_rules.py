@@ -1,9 +1,9 @@
 """Capacity rules: a pool asks for its nodes in a way its machine is sold by, and only in
-combinations that can work (components.capacity holds the table and its sources)."""
+combinations that can work (components.facts.capacity holds the table and its sources)."""
 
 from __future__ import annotations
 
-from components import capacity, catalog
+from components.facts import capacity, catalog
 from components.spec.models import NodePoolSpec, PlatformSpec
 from components.spec.problems import ROOT, Problem
 

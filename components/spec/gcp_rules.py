@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from components import catalog, limits, regions
+from components.facts import catalog, limits, regions
 from components.spec.models import (
     AuthorizedNetworkSpec,
     GcpNetworkSpec,

@@ -11,9 +11,10 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from components.capacity import RESERVED, Way
-from components.catalog import DEFAULT_KUBERNETES_VERSION
-from components.limits import INT32_MAX
+from components.facts.aws import BOTTLEROCKET_AMI_TYPES, AmiType
+from components.facts.capacity import RESERVED, Way
+from components.facts.catalog import DEFAULT_KUBERNETES_VERSION
+from components.facts.limits import INT32_MAX
 
 CONFIG_NAMESPACE = "gpu-platform"
 CONFIG_KEY = "platform"
@@ -25,16 +26,6 @@ Capacity = Literal["on-demand", "spot"]
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
 DevicePlugin = Literal["nvidia", "managed", "none"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
-# EKS managed node group AMI types with NVIDIA drivers (EKS CreateNodegroup API, amiType).
-AmiType = Literal[
-    "AL2023_x86_64_NVIDIA",
-    "AL2023_ARM_64_NVIDIA",
-    "BOTTLEROCKET_x86_64_NVIDIA",
-    "BOTTLEROCKET_ARM_64_NVIDIA",
-]
-# Bottlerocket NVIDIA AMIs run their own NVIDIA device plugin; AL2023 NVIDIA AMIs ship none.
-BOTTLEROCKET_AMI_TYPES: tuple[AmiType, ...] = ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
-ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
@@ -81,7 +72,7 @@ class NodePoolSpec(_Spec):
     max_nodes: int = Field(default=1, ge=0)
     # The older spelling of `provisioning` (on-demand or spot), kept for existing stack files.
     capacity: Capacity = "on-demand"
-    # How the pool's nodes are obtained (components.capacity): on-demand, spot, reservation,
+    # How the pool's nodes are obtained (components.facts.capacity): on-demand, spot, reservation,
     # capacity-block (AWS), flex-start or queued (GKE). None: `capacity`, or `reservation` when the
     # pool names one. The instance type must be sold that way; the spec lists the ways that work.
     provisioning: Optional[Way] = None
@@ -132,7 +123,7 @@ class NodePoolSpec(_Spec):
 
 class ClusterSpec(_Spec):
     name: str
-    # In standard support on both clouds at the pins' date (components.catalog).
+    # In standard support on both clouds at the pins' date (components.facts.catalog).
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     # kubeconfig context of an existing cluster (cloud: existing only).
     context: Optional[str] = None
@@ -337,7 +328,7 @@ class PolicyOverrideSpec(_Spec):
 
 
 class PolicySpec(_Spec):
-    """Limits and waivers for the policy rules (components.rule_catalog) that check and the pack run."""
+    """Limits and waivers for the policy rules (docs/gitops.md lists them) that check and the pack run."""
 
     # gpu-pool-max-nodes: the most nodes one GPU pool may scale to.
     max_nodes_per_pool: int = Field(default=16, ge=1, le=INT32_MAX)

@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Literal
 
-from components import catalog, limits
+from components.facts import catalog, limits
 from components.spec.models import NodePoolSpec, PlatformSpec
 from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
 
@@ -214,6 +214,24 @@ def sharing_problems(pool: NodePoolSpec, at: str) -> list[Problem]:
             Problem(f"{at}.profile", f"{gpu} has no MIG profile {sharing.profile!r}; one of {', '.join(profiles)}")
         )
     return problems
+
+
+def gpus_per_node(pool: NodePoolSpec) -> int:
+    """Physical GPUs on one node of a valid pool: the stated count, else the instance type's."""
+    shape = catalog.INSTANCE_TYPES.get(pool.instance_type) if pool.instance_type else None
+    return pool.gpus_per_node or (shape.gpus_per_node if shape else 1)
+
+
+def slots_per_gpu(pool: NodePoolSpec) -> int:
+    """Schedulable `nvidia.com/gpu` per physical GPU of a valid pool: sharing replicas, MIG
+    instances of the profile, or 1. The quota rules and components.pools count with it."""
+    sharing = pool.sharing
+    if sharing.mode in ("time-slicing", "mps"):
+        return sharing.replicas or 1
+    gpu = gpu_model_name(pool)
+    if sharing.mode == "mig" and sharing.profile and gpu is not None:
+        return catalog.GPU_MODELS[gpu].mig_profiles[sharing.profile]
+    return 1
 
 
 def gpu_model_name(pool: NodePoolSpec) -> str | None:

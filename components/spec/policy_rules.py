@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from components import rule_catalog
+from components.facts import rule_catalog
 from components.spec.models import PolicySpec
 from components.spec.problems import ROOT, Problem, did_you_mean
+
 
 def policy_problems(policy: PolicySpec) -> list[Problem]:
     """An override names a known, overridable rule once, with a reason a reviewer can judge."""

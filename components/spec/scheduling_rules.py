@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from components import charts
+from components.facts import charts
 from components.spec.models import PlatformSpec, PriorityTierSpec
-from components.spec.platform_rules import pool_hardware_problems, sharing_problems
+from components.spec.platform_rules import gpus_per_node, pool_hardware_problems, sharing_problems, slots_per_gpu
 from components.spec.problems import ROOT, Problem, did_you_mean, dns_label_problems
 
 # --- scheduling and monitoring: priority tiers, teams and their quotas -----------------------
@@ -104,27 +104,24 @@ def _team_problems(spec: PlatformSpec, at: str) -> list[Problem]:
 
 def _quota_capacity_problems(spec: PlatformSpec, at: str) -> list[Problem]:
     """Teams may not be promised more GPU slots on a pool than it holds at its largest."""
-    # Pools derive from a valid pool spec; imported here because components.pools builds on
-    # this module.
-    from components.pools import derive_pool
-
     problems: list[Problem] = []
     for pool_spec in spec.node_pools:
         asks = {team.name: team.quotas[pool_spec.name] for team in spec.scheduling.teams if team.quotas.get(pool_spec.name, 0) > 0}
         # A pool with problems of its own has no known capacity; those problems are reported.
         if not asks or pool_hardware_problems(spec, pool_spec, "") or sharing_problems(pool_spec, ""):
             continue
-        pool = derive_pool(pool_spec)
+        gpus, slots = gpus_per_node(pool_spec), slots_per_gpu(pool_spec)
+        max_slots = pool_spec.max_nodes * gpus * slots
         total = sum(asks.values())
-        if total > pool.max_slots:
-            shape = f"{pool.max_nodes} nodes x {pool.gpus_per_node} GPUs"
-            if pool.slots_per_gpu > 1:
-                shape += f" x {pool.slots_per_gpu} {pool.sharing_mode} slots"
+        if total > max_slots:
+            shape = f"{pool_spec.max_nodes} nodes x {gpus} GPUs"
+            if slots > 1:
+                shape += f" x {slots} {pool_spec.sharing.mode} slots"
             split = ", ".join(f"{team} {slots}" for team, slots in asks.items())
             problems.append(
                 Problem(
                     at,
-                    f"teams ask for {total} GPU slots on pool {pool.name!r} ({split}), which holds {pool.max_slots}"
+                    f"teams ask for {total} GPU slots on pool {pool_spec.name!r} ({split}), which holds {max_slots}"
                     f" ({shape}); lower the quotas or raise the pool's maxNodes",
                 )
             )

@@ -3,9 +3,8 @@ spec takes them and as the launch template, node group and autoscaler tags decla
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,8 +14,8 @@ from helpers import REPO, platform_of
 from components.aws import plan
 from components.pools import derive_pool
 from components.spec import NodePoolSpec, SpecError, parse_spec
-from infra import check
 from infra.synth import Synthesis
+from infra.tools import check
 
 SOURCE = "stacks/Pulumi.test.yaml"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from components.aws import facts
+from components.facts import aws as aws_facts
 from infra.synth import Synthesis
 
 FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
@@ -67,7 +66,7 @@ def test_each_team_gets_an_access_point_owned_by_the_trainer_user(dev: Synthesis
 
 def test_the_efs_csi_add_on_is_pinned_without_an_iam_role(dev: Synthesis) -> None:
     (addon,) = [a["inputs"] for a in dev.by_type(ADDON) if a["inputs"]["addonName"] == "aws-efs-csi-driver"]
-    assert addon["addonVersion"] == facts.ADDON_VERSIONS["1.35"]["aws-efs-csi-driver"]
+    assert addon["addonVersion"] == aws_facts.ADDON_VERSIONS["1.35"]["aws-efs-csi-driver"]
     assert "serviceAccountRoleArn" not in addon
 
 

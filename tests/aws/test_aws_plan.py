@@ -7,11 +7,14 @@ import json
 import re
 from typing import Any
 
-from components import catalog
-from components.aws import facts, plan
+from helpers import platform_of
+
+from components import node_resources
+from components.aws import plan
+from components.facts import aws as aws_facts
+from components.facts import catalog
 from components.pools import derive_pools
 from components.spec import PlatformSpec, parse_spec
-from helpers import platform_of
 
 
 def spec_of(raw: dict[str, Any]) -> PlatformSpec:
@@ -54,7 +57,7 @@ def test_node_labels_add_the_accelerator_to_the_pool_labels() -> None:
 def test_efa_pools_carry_the_efa_label() -> None:
     spec = spec_of(platform_of("prod-aws"))
     labels = plan.node_labels(derive_pools(spec)[0], spec.node_pools[0])
-    assert labels[facts.EFA_LABEL] == "true"
+    assert labels[aws_facts.EFA_LABEL] == "true"
 
 
 def test_spot_pools_rank_above_on_demand_pools() -> None:
@@ -85,13 +88,13 @@ def test_autoscaler_runs_the_image_of_the_cluster_minor() -> None:
 
 def test_every_supported_minor_has_autoscaler_and_addon_pins() -> None:
     minors = set(catalog.SUPPORTED_KUBERNETES_VERSIONS)
-    assert set(facts.CLUSTER_AUTOSCALER_IMAGE_TAGS) == minors
-    assert set(facts.ADDON_VERSIONS) == minors
-    assert all(set(v) == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver"} for v in facts.ADDON_VERSIONS.values())
+    assert set(aws_facts.CLUSTER_AUTOSCALER_IMAGE_TAGS) == minors
+    assert set(aws_facts.ADDON_VERSIONS) == minors
+    assert all(set(v) == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver"} for v in aws_facts.ADDON_VERSIONS.values())
 
 
 def test_kube_proxy_pins_follow_the_minor() -> None:
-    assert all(versions["kube-proxy"].startswith(f"v{minor}.") for minor, versions in facts.ADDON_VERSIONS.items())
+    assert all(versions["kube-proxy"].startswith(f"v{minor}.") for minor, versions in aws_facts.ADDON_VERSIONS.items())
 
 
 def test_subnets_are_disjoint_and_inside_the_vpc() -> None:
@@ -115,15 +118,15 @@ def test_six_zones_still_fit_a_slash_20() -> None:
 
 
 def test_p5_gets_one_efa_per_network_card() -> None:
-    interfaces = plan.efa_interfaces("p5.48xlarge")
+    interfaces = node_resources.efa_interfaces("p5.48xlarge")
     assert len(interfaces) == 32
-    assert interfaces[0] == plan.EfaInterface(0, 0, "efa")
+    assert interfaces[0] == node_resources.EfaInterface(0, 0, "efa")
     assert {i.interface_type for i in interfaces[1:]} == {"efa-only"}
     assert sorted(i.network_card_index for i in interfaces) == list(range(32))
 
 
 def test_a_single_card_efa_type_gets_one_efa() -> None:
-    assert plan.efa_interfaces("g6.8xlarge") == [plan.EfaInterface(0, 0, "efa")]
+    assert node_resources.efa_interfaces("g6.8xlarge") == [node_resources.EfaInterface(0, 0, "efa")]
 
 
 def test_kubeconfig_authenticates_with_aws_eks_get_token() -> None:

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
-from components import jobs
-from components.aws import facts, plan
-from infra import cli, stackfile
-from infra.synth import Synthesis
 from aws_support import variant
 from helpers import REFERENCE, REPO
+
+from components.aws import plan
+from components.facts import aws as aws_facts
+from components.jobs import renderer
+from infra import cli, stackfile
+from infra.synth import Synthesis
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -111,7 +112,7 @@ def test_efa_asg_templates_advertise_the_efa_devices_their_jobs_request(prod: Sy
     spec = stackfile.read("prod-aws", REPO).spec()
     args = ["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", str(nodes * 8),
             "--seq-len", "128", "--seed", "0", "--data", "/data/x"]
-    jobset = jobs.render(spec, jobs.JobRequest(pool, nodes, 8, "research", "production", image="ghcr.io/a/t:1", trainer_args=args))
+    jobset = renderer.render(spec, renderer.JobRequest(pool, nodes, 8, "research", "production", image="ghcr.io/a/t:1", trainer_args=args))
     requested = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]
     tag = asg_tags(prod, f"ml-prod-{pool}")["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"]
     assert tag == requested["requests"]["vpc.amazonaws.com/efa"]
@@ -161,7 +162,7 @@ def test_efa_pools_get_a_cluster_placement_group_and_one_efa_per_card(prod: Synt
     assert group["strategy"] == "cluster"
     assert template["placement"]["groupName"] == group["name"]
     interfaces = template["networkInterfaces"]
-    assert len(interfaces) == facts.EFA_NETWORK_CARDS["p5.48xlarge"]
+    assert len(interfaces) == aws_facts.EFA_NETWORK_CARDS["p5.48xlarge"]
     assert {i["securityGroups"][0] for i in interfaces} == {"sg-ml-prod-cluster"}
 
 
@@ -231,12 +232,12 @@ def test_secrets_are_encrypted_with_the_clusters_kms_key(dev: Synthesis) -> None
 
 
 def test_every_control_plane_log_is_on(dev: Synthesis) -> None:
-    assert set(cluster(dev)["inputs"]["enabledClusterLogTypes"]) == set(facts.CONTROL_PLANE_LOG_TYPES)
+    assert set(cluster(dev)["inputs"]["enabledClusterLogTypes"]) == set(aws_facts.CONTROL_PLANE_LOG_TYPES)
 
 
 def test_core_addons_are_pinned_for_the_clusters_minor(dev: Synthesis) -> None:
     addons = {a["inputs"]["addonName"]: a["inputs"]["addonVersion"] for a in dev.by_type("aws:eks/addon:Addon")}
-    assert addons == facts.ADDON_VERSIONS["1.35"]
+    assert addons == aws_facts.ADDON_VERSIONS["1.35"]
 
 
 def test_an_oidc_provider_serves_the_clusters_issuer(dev: Synthesis) -> None:

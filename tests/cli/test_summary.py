@@ -9,10 +9,12 @@ import re
 from typing import Callable
 
 import pytest
-
-from components.spec import PlatformSpec
 from helpers import REPO
-from infra import prices, stackfile, summary, synth
+
+from components.facts import prices
+from components.spec import PlatformSpec
+from infra import stackfile, synth
+from infra.tools import summary
 
 Synthesized = Callable[[str], synth.Synthesis]
 

@@ -8,13 +8,14 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from helpers import platform_of
 from k8s_support import REPO, crd_schema, spec_of
 
-from components import grace, jobs, naming, node_resources
+from components import naming, node_resources
+from components.jobs import grace, renderer
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from components.pools import derive_pools
 from components.spec import PlatformSpec
-from helpers import platform_of
 from infra import cli, stackfile
 
 IMAGE = "ghcr.io/acme/trainer:1.0.0"
@@ -34,20 +35,20 @@ def with_batch(args: list[str], batch: int) -> list[str]:
     return args
 
 
-def request(**changes: Any) -> jobs.JobRequest:
+def request(**changes: Any) -> renderer.JobRequest:
     """A valid request on onprem's a100-train; without trainer_args, a batch of one per process."""
     fields: dict[str, Any] = dict(pool="a100-train", nodes=2, gpus_per_node=8, team="research", tier="production", image=IMAGE)
     fields.update(changes)
     fields.setdefault("trainer_args", with_batch(TRAINER_ARGS, fields["nodes"] * fields["gpus_per_node"]))
-    return jobs.JobRequest(**fields)
+    return renderer.JobRequest(**fields)
 
 
 def render(stack: str = "onprem", **changes: Any) -> dict[str, Any]:
-    return jobs.render(spec(stack), request(**changes))
+    return renderer.render(spec(stack), request(**changes))
 
 
 def problems(stack: str = "onprem", **changes: Any) -> list[str]:
-    with pytest.raises(jobs.JobError) as caught:
+    with pytest.raises(renderer.JobError) as caught:
         render(stack, **changes)
     return caught.value.problems
 
@@ -129,7 +130,7 @@ def test_torchrun_uses_a_static_rendezvous_on_pod_0() -> None:
     args = container_of(render(name="llm"))["args"]
     assert "--rdzv-backend=static" in args
     assert "--master-addr=llm-node-0-0.llm" in args
-    assert f"--master-port={jobs.RDZV_PORT}" in args
+    assert f"--master-port={renderer.RDZV_PORT}" in args
     assert not any(a.startswith("--rdzv-endpoint") for a in args)
 
 
@@ -145,15 +146,15 @@ def test_each_node_s_rank_is_its_completion_index() -> None:
 
 def test_torchrun_spans_the_nodes_and_restarts_failed_workers() -> None:
     args = container_of(render(nodes=3, gpus_per_node=8))["args"]
-    assert args[:3] == ["--nnodes=3", "--nproc-per-node=8", f"--max-restarts={jobs.TORCHRUN_MAX_RESTARTS}"]
+    assert args[:3] == ["--nnodes=3", "--nproc-per-node=8", f"--max-restarts={renderer.TORCHRUN_MAX_RESTARTS}"]
     assert args[args.index("-m") : args.index("-m") + 3] == ["-m", "trainer", "train"]
 
 
 def test_the_container_waits_a_bounded_time_for_pod_0_s_name_then_becomes_torchrun() -> None:
     jobset = render()
-    assert container_of(jobset)["command"] == ["python3", "-c", jobs.WAIT_THEN_TORCHRUN]
-    assert env_of(jobset)["RDZV_WAIT_SECONDS"]["value"] == str(jobs.RDZV_WAIT_S)
-    assert 'os.execvp("torchrun"' in jobs.WAIT_THEN_TORCHRUN
+    assert container_of(jobset)["command"] == ["python3", "-c", renderer.WAIT_THEN_TORCHRUN]
+    assert env_of(jobset)["RDZV_WAIT_SECONDS"]["value"] == str(renderer.RDZV_WAIT_S)
+    assert 'os.execvp("torchrun"' in renderer.WAIT_THEN_TORCHRUN
 
 
 # --- one pod per node -------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_a_disruption_fails_the_job_through_its_pod_failure_policy() -> None:
 def test_the_jobset_restarts_after_a_disruption_without_counting_it() -> None:
     policy = render()["spec"]["failurePolicy"]
     assert policy["rules"] == [
-        {"name": jobs.DISRUPTION_RULE, "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}
+        {"name": renderer.DISRUPTION_RULE, "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}
     ]
     assert policy["restartStrategy"] == "BlockingRecreate"
 
@@ -267,10 +268,10 @@ def test_on_gke_the_trainer_leaves_room_for_the_gcs_fuse_sidecar() -> None:
     node = node_resources.job_allocatable(stack, pool, stack.node_pools[1])
     assert node is not None
     jobset = render("dev-gcp", pool="a100-mig", nodes=1, gpus_per_node=7)
-    assert container_of(jobset)["resources"]["requests"]["cpu"] == f"{node.cpu_m - jobs.GCS_FUSE_SIDECAR.cpu_m}m"
+    assert container_of(jobset)["resources"]["requests"]["cpu"] == f"{node.cpu_m - renderer.GCS_FUSE_SIDECAR.cpu_m}m"
     annotations = job_of(jobset)["template"]["metadata"]["annotations"]
-    assert annotations[jobs.GCS_FUSE_CPU_REQUEST_ANNOTATION] == f"{jobs.GCS_FUSE_SIDECAR.cpu_m}m"
-    assert annotations[jobs.GCS_FUSE_MEMORY_REQUEST_ANNOTATION] == f"{jobs.GCS_FUSE_SIDECAR.memory_mib}Mi"
+    assert annotations[renderer.GCS_FUSE_CPU_REQUEST_ANNOTATION] == f"{renderer.GCS_FUSE_SIDECAR.cpu_m}m"
+    assert annotations[renderer.GCS_FUSE_MEMORY_REQUEST_ANNOTATION] == f"{renderer.GCS_FUSE_SIDECAR.memory_mib}Mi"
 
 
 def test_existing_clusters_state_no_node_sizes_so_jobs_request_only_gpus() -> None:
@@ -293,7 +294,7 @@ def mps_stack(cloud_stack: str, pool_index: int) -> PlatformSpec:
 
 @pytest.mark.parametrize(("stack", "index", "host_ipc"), [("dev-aws", 0, False), ("dev-gcp", 0, True)])
 def test_mps_pods_keep_the_mps_daemon_s_shared_memory(stack: str, index: int, host_ipc: bool) -> None:
-    jobset = jobs.render(mps_stack(stack, index), request(pool="l4-shared", nodes=1, gpus_per_node=1))
+    jobset = renderer.render(mps_stack(stack, index), request(pool="l4-shared", nodes=1, gpus_per_node=1))
     pod = pod_of(jobset)
     assert "dshm" not in {v["name"] for v in pod["volumes"]}
     assert "/dev/shm" not in {m["mountPath"] for m in container_of(jobset)["volumeMounts"]}
@@ -326,11 +327,11 @@ def test_pods_use_the_stack_s_trainer_account_and_bucket() -> None:
 def test_gke_jobs_mount_the_bucket_through_gcs_fuse() -> None:
     jobset = render("dev-gcp", pool="a100-mig", nodes=1, gpus_per_node=1)
     template = job_of(jobset)["template"]
-    assert template["metadata"]["annotations"][jobs.GCS_FUSE_ANNOTATION] == "true"
+    assert template["metadata"]["annotations"][renderer.GCS_FUSE_ANNOTATION] == "true"
     data = next(v for v in template["spec"]["volumes"] if v["name"] == "data")
     assert data["csi"]["volumeAttributes"]["bucketName"] == naming.bucket_name(spec("dev-gcp"))
     # The non-root trainer owns the mount, or it could not write checkpoints.
-    assert f"uid={jobs.TRAINER_UID},gid={jobs.TRAINER_UID}" in data["csi"]["volumeAttributes"]["mountOptions"]
+    assert f"uid={renderer.TRAINER_UID},gid={renderer.TRAINER_UID}" in data["csi"]["volumeAttributes"]["mountOptions"]
 
 
 # --- trainer arguments and image ------------------------------------------------------------
@@ -403,8 +404,8 @@ def test_pullable_references_render(image: str) -> None:
 def test_a_stack_s_trainer_image_is_checked_too() -> None:
     raw = platform_of("onprem")
     raw["trainer"] = {"image": "registry/Trainer"}
-    with pytest.raises(jobs.JobError) as caught:
-        jobs.render(spec_of(raw), request(image=None))
+    with pytest.raises(renderer.JobError) as caught:
+        renderer.render(spec_of(raw), request(image=None))
     assert caught.value.problems == ["platform.trainer.image: 'registry/Trainer': the repository name must be lowercase"]
 
 
@@ -475,7 +476,7 @@ def test_cli_prints_the_jobset_as_yaml(capsys: pytest.CaptureFixture[str]) -> No
     assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 5
     assert pod_of(jobset)["terminationGracePeriodSeconds"] == 300
     assert trainer_tail(jobset)[:2] == ["--preset", "tiny"]
-    assert container_of(jobset)["command"][2] == jobs.WAIT_THEN_TORCHRUN
+    assert container_of(jobset)["command"][2] == renderer.WAIT_THEN_TORCHRUN
 
 
 def test_cli_reports_every_problem_one_line_each_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

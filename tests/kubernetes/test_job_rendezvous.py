@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from k8s_support import REPO
 
-from components import jobs
+from components.jobs import renderer
 from infra import stackfile
 
 CRASH_ONCE = """\
@@ -46,9 +46,9 @@ def free_port() -> int:
 
 def rendered_container() -> dict[str, Any]:
     spec = stackfile.read("onprem", REPO).spec()
-    jobset = jobs.render(
+    jobset = renderer.render(
         spec,
-        jobs.JobRequest(
+        renderer.JobRequest(
             pool="a100-train", nodes=2, gpus_per_node=2, team="research", tier="standard", image="ghcr.io/a/t:1",
             trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", "4",
                           "--seq-len", "64", "--seed", "0", "--data", "/data/x"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from k8s_support import chart_defaults, chart_keys
 
-from components import charts
+from components.facts import charts
 
 DEVICE_PLUGIN_KEYS = {
     "referenced": ["migStrategy", "config.map", "config.default", "gfd.enabled", "tolerations"],

@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 from k8s_support import REPO
 
-from components import jobs
+from components.jobs import renderer
 from infra import stackfile
 from infra.synth import Synthesis
 
@@ -35,18 +35,18 @@ def volumes(result: Synthesis) -> dict[str, dict[str, Any]]:
 def test_each_team_namespace_holds_one_claim_named_as_jobs_mount_it(dev: Synthesis) -> None:
     found = claims(dev)
     assert set(found) == {"research", "applied"}
-    assert {c["metadata"]["name"] for c in found.values()} == {jobs.DATA_CLAIM}
+    assert {c["metadata"]["name"] for c in found.values()} == {renderer.DATA_CLAIM}
     assert len(dev.by_type(PVC)) == 2
 
 
 def test_the_claim_is_in_the_namespace_a_team_job_renders_into(dev: Synthesis) -> None:
     spec = stackfile.read("dev-aws", REPO).spec()
-    request = jobs.JobRequest(
+    request = renderer.JobRequest(
         pool="l4-train", nodes=2, gpus_per_node=4, team="applied", tier="standard", image="ghcr.io/acme/trainer:1.0.0",
         trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", "8",
                       "--seq-len", "128", "--seed", "0", "--data", "/data/x"],
     )
-    jobset = jobs.render(spec, request)
+    jobset = renderer.render(spec, request)
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     (data,) = [v for v in pod["volumes"] if v["name"] == "data"]
     claim = claims(dev)[jobset["metadata"]["namespace"]]
@@ -57,7 +57,7 @@ def test_each_claim_is_bound_to_its_own_volume_and_back(dev: Synthesis) -> None:
     found = volumes(dev)
     for namespace, claim in claims(dev).items():
         volume = found[claim["spec"]["volumeName"]]
-        assert volume["spec"]["claimRef"] == {"namespace": namespace, "name": jobs.DATA_CLAIM}
+        assert volume["spec"]["claimRef"] == {"namespace": namespace, "name": renderer.DATA_CLAIM}
         assert claim["spec"]["storageClassName"] == volume["spec"]["storageClassName"] == ""
 
 

@@ -7,7 +7,8 @@ from typing import Any
 import yaml
 from k8s_support import onprem_platform, pools_of, spec_of
 
-from components.kubernetes.device_plugin import config_map, device_plugin_labels, installs_device_plugin
+from components.kubernetes.device_plugin import config_map, device_plugin_labels
+from components.node_resources import installs_device_plugin
 
 
 def mixed_platform() -> dict[str, Any]:

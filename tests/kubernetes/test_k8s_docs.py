@@ -11,7 +11,7 @@ import pytest
 import yaml
 from k8s_support import REPO, crd_schema, onprem_platform, spec_of
 
-from components import grace
+from components.jobs import grace
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from infra import cli
 from infra.synth import Synthesis

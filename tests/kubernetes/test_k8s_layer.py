@@ -10,7 +10,7 @@ import pytest
 import yaml
 from k8s_support import chart_defaults, chart_keys, crd_schema, onprem_platform, synthesize
 
-from components import charts
+from components.facts import charts
 from components.kubernetes.tiers import DEFAULT_TIERS
 from infra.synth import Synthesis
 

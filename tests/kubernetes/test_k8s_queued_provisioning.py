@@ -7,8 +7,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from k8s_support import crd_schema, synthesize
 from helpers import platform_of
+from k8s_support import crd_schema, synthesize
 
 from components.kubernetes.queues import GKE_QUEUED_TAINT_KEY, QUEUED_PROVISIONING
 from infra.synth import Synthesis

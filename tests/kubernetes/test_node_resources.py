@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from k8s_support import REPO, chart_defaults
 
-from components import charts, node_resources
-from components.aws.plan import efa_interfaces
-from components.node_resources import DAEMONSET_REQUESTS, EFA_RESOURCE, Requests, cpu_millicores, memory_mib
+from components import node_resources
+from components.checks.quantities import cpu_millicores, memory_mib
+from components.facts import charts
+from components.node_resources import DAEMONSET_REQUESTS, EFA_RESOURCE, Requests, efa_interfaces
 from components.pools import derive_pools
 from infra import stackfile
 

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from components import trainer_args
+from components.jobs import trainer_args
 from trainer import config
 
 VALID = [

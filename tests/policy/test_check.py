@@ -4,7 +4,6 @@ finding, exit 1 on a mandatory violation and 2 on an invalid stack file."""
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,10 +12,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pytest
 import yaml
+from helpers import REPO, stack_config
 
 from components.spec import PlatformSpec
-from helpers import REPO, stack_config
-from infra import check, cli, program
+from infra import cli, program
+from infra.tools import check
 
 
 @pytest.fixture(autouse=True)

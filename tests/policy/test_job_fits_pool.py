@@ -9,15 +9,16 @@ import json
 from typing import Any, Callable, Iterator
 
 import pytest
+from helpers import REPO, platform_of
 from pulumi.runtime import settings
 from pulumi.runtime.config import set_all_config
 from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions, StackValidationArgs
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components import fit, node_resources, rules
-from components.pools import derive_pools
+from components import node_resources
 from components.aws import plan
-from helpers import REPO, platform_of
+from components.checks import fit, rules
+from components.pools import derive_pools
 from infra import cli, stackfile
 from infra.synth import Synthesis
 

@@ -9,6 +9,7 @@ import json
 from typing import Any, Iterator
 
 import pytest
+from helpers import REPO, platform_of
 from pulumi.runtime import settings
 from pulumi.runtime.config import set_all_config
 from pulumi_policy import (
@@ -24,9 +25,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, unknown_checking_proxy
 
-from components import rules
-from components.rule_catalog import RULES
-from helpers import REPO, platform_of
+from components.checks import rules
+from components.facts.rule_catalog import RULES
 
 _spec = importlib.util.spec_from_file_location("gpu_platform_pack", REPO / "policy" / "pack.py")
 assert _spec and _spec.loader

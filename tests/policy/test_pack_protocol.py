@@ -13,10 +13,10 @@ from typing import Any, Iterator
 import grpc
 import pytest
 from google.protobuf import empty_pb2, struct_pb2
+from helpers import REPO, platform_of
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from components.rule_catalog import RULES
-from helpers import REPO, platform_of
+from components.facts.rule_catalog import RULES
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from components import rules
-from components.spec import SpecError, parse_spec
 from helpers import platform_of
+
+from components.checks import rules
+from components.spec import SpecError, parse_spec
 
 
 def parse(policy: dict[str, Any] | None = None, environment: str = "dev") -> Any:

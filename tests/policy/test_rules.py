@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from components import rules
-from components.rule_catalog import RULES, RULES_BY_ID
-from components.rules import UNKNOWN, Context, Resource
+from components.checks import rules
+from components.checks.rules import UNKNOWN, Context, Resource
+from components.facts.rule_catalog import RULES, RULES_BY_ID
 
 DEV = Context(environment="dev", max_nodes_per_pool=16, max_gpus=256, allow_spot=True)
 PROD = Context(environment="prod", max_nodes_per_pool=16, max_gpus=256, allow_spot=False)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from components import rules
-from infra import review
-from infra.review import Change
+from components.checks import rules
+from infra.tools import review
+from infra.tools.review import Change
 
 
 def record(type_token: str, name: str, inputs: dict[str, Any], parent: str | None = None, custom: bool = True, **options: Any) -> dict[str, Any]:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from components import rules
 from helpers import REPO
-from infra import cli, review
+
+from components.checks import rules
+from infra import cli
+from infra.tools import review
 
 GIT = ["git", "-c", "user.name=review-test", "-c", "user.email=review-test@example.invalid"]
 

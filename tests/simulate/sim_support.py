@@ -3,8 +3,8 @@ scenario depends on is written in the test."""
 
 from __future__ import annotations
 
-from infra.simulate import engine, model
-from infra.simulate.trace import TraceJob
+from infra.tools.simulate import engine, model
+from infra.tools.simulate.trace import TraceJob
 
 TIERS = {
     "production": model.Tier(100_000, 100_000),

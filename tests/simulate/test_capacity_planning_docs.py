@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import REPO
 
-from infra.simulate import engine, model
+from infra.tools.simulate import engine, model
 
 DOC = (REPO / "docs" / "capacity-planning.md").read_text()
 TABLE = [line for line in DOC.splitlines() if line.startswith("| ")]

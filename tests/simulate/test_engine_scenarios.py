@@ -9,7 +9,7 @@ import random
 import pytest
 from sim_support import job, outcomes, pool, queue, segments, stack
 
-from infra.simulate import engine
+from infra.tools.simulate import engine
 
 
 def node_steps(p: engine.PoolOutcome) -> list[tuple[float, int]]:

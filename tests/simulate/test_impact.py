@@ -10,7 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from infra import cli, synth
-from infra.simulate import impact
+from infra.tools.simulate import impact
 
 Synthesized = Callable[[str], synth.Synthesis]
 HEADER = "id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s"

@@ -9,9 +9,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components import catalog
+from components.facts import catalog
 from infra import synth
-from infra.simulate import model
+from infra.tools.simulate import model
 
 Synthesized = Callable[[str], synth.Synthesis]
 

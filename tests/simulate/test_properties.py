@@ -14,8 +14,8 @@ import pytest
 from sim_support import pool, queue, stack
 
 from infra import synth
-from infra.simulate import engine, model, report
-from infra.simulate.trace import TraceJob
+from infra.tools.simulate import engine, model, report
+from infra.tools.simulate.trace import TraceJob
 
 Synthesized = Callable[[str], synth.Synthesis]
 SEEDS = range(6)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sim_support import job, pool, queue, stack
 
-from infra.simulate import engine, report
+from infra.tools.simulate import engine, report
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from infra.simulate import trace
+from infra.tools.simulate import trace
 
 NAMES = trace.StackNames(teams={"research", "applied"}, tiers={"production", "standard"}, pools={"l4-train"})
 HEADER = "id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s"

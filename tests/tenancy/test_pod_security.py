@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components import fit, jobs
+from components.checks import fit
+from components.jobs import renderer
 from components.kubernetes import pod_security
 from components.kubernetes.queues import queue_plan
 from components.pools import derive_pools
@@ -63,7 +64,7 @@ def rendered_pods(spec: PlatformSpec) -> list[tuple[str, dict[str, Any]]]:
     for pool in pools:
         for team in queue_plan(spec, pools).teams:
             for request in fit.proof_requests(spec, pool, team.team):
-                jobset = jobs.render(spec, request)
+                jobset = renderer.render(spec, request)
                 pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
                 found.append((jobset["metadata"]["namespace"], pod))
     return found

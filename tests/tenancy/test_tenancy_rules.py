@@ -9,8 +9,8 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components import rules, tenancy_checks
-from components.declared import Resource
+from components.checks import isolation, rules
+from components.checks.declared import Resource
 from infra.synth import Synthesis
 
 Synthesized = Callable[[str], Synthesis]
@@ -107,7 +107,7 @@ def test_one_role_trusted_by_two_teams_fails(synthesized: Synthesized) -> None:
 
 def test_a_gke_team_account_on_another_team_s_folder_fails(synthesized: Synthesized) -> None:
     resources = resources_of(synthesized("prod-gcp"))
-    grant = find(resources, tenancy_checks.GCS_FOLDER_IAM_MEMBER, "ml-prod-trainer-applied-objects")
+    grant = find(resources, isolation.GCS_FOLDER_IAM_MEMBER, "ml-prod-trainer-applied-objects")
     planted = Resource(grant.type, "planted", {**grant.props, "managedFolder": "teams/research/"})
     [found] = violations([*resources, planted], "prod-gcp")
     assert found.message == (

@@ -10,7 +10,9 @@ import pytest
 import yaml
 from k8s_support import crd_schema
 
-from components import charts, tenancy, tenancy_checks
+from components import tenancy
+from components.checks import isolation
+from components.facts import charts
 from components.kubernetes import pod_security, webhook_gate
 from infra.synth import Synthesis
 
@@ -43,9 +45,9 @@ def test_kueue_manages_jobs_without_a_queue_label_in_every_team_namespace_and_no
     assert config["manageJobsWithoutQueueName"] is True
     selector = config["managedJobsNamespaceSelector"]
     for team in ("research", "applied"):
-        assert tenancy_checks.selects(selector, namespace_labels(result, team))
+        assert isolation.selects(selector, namespace_labels(result, team))
     for system in ("kube-system", "kueue-system", "default", "nvidia-device-plugin"):
-        assert not tenancy_checks.selects(selector, {"kubernetes.io/metadata.name": system})
+        assert not isolation.selects(selector, {"kubernetes.io/metadata.name": system})
 
 
 def test_a_stack_without_teams_has_kueue_manage_the_default_namespace() -> None:
@@ -54,8 +56,8 @@ def test_a_stack_without_teams_has_kueue_manage_the_default_namespace() -> None:
     platform = onprem_platform()
     del platform["scheduling"]["teams"]
     selector = kueue_config(synthesize(platform))["managedJobsNamespaceSelector"]
-    assert tenancy_checks.selects(selector, {"kubernetes.io/metadata.name": "default"})
-    assert not tenancy_checks.selects(selector, {"kubernetes.io/metadata.name": "kube-system"})
+    assert isolation.selects(selector, {"kubernetes.io/metadata.name": "default"})
+    assert not isolation.selects(selector, {"kubernetes.io/metadata.name": "kube-system"})
 
 
 def test_jobs_naming_no_queue_land_in_their_team_s_queue_through_the_default_local_queue(synthesized: Synthesized) -> None:

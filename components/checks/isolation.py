@@ -1,6 +1,6 @@
 """Tenancy guarantees, checked on declared resources as their consumers read them: the Kueue
 configuration as Kueue parses it, IAM documents as IAM evaluates their resources and prefixes,
-RBAC bindings as the API server resolves them. `components.rules` turns each finding into a
+RBAC bindings as the API server resolves them. `components.checks.rules` turns each finding into a
 violation of its mandatory rule; they run offline and in the CrossGuard pack alike.
 """
 
@@ -12,9 +12,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from components import charts, tenancy
-from components.tenancy import TEAM_LABEL
-from components.declared import (
+from components import tenancy
+from components.checks.declared import (
     GCS_BUCKET_IAM_MEMBER,
     IAM_ROLE,
     IAM_ROLE_POLICY,
@@ -25,7 +24,9 @@ from components.declared import (
     mapping,
     statements,
 )
+from components.facts import charts
 from components.kubernetes.queues import DEFAULT_LOCAL_QUEUE, NAMESPACE_NAME_LABEL
+from components.tenancy import TEAM_LABEL
 
 Finding = tuple[str | None, str]
 

@@ -36,9 +36,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from components import catalog, jobs, node_resources
-from components.aws import facts as aws_facts
-from components.declared import UNKNOWN, Resource, get, items, mapping, node_group_instance_types
+from components import node_resources
+from components.checks import quantities
+from components.checks.declared import UNKNOWN, Resource, get, items, mapping, node_group_instance_types
+from components.facts import aws as aws_facts
+from components.facts import catalog
+from components.jobs import renderer
 from components.kubernetes.queues import (
     GKE_QUEUED_TAINT_KEY,
     PROVISIONING_REQUEST_CONTROLLER,
@@ -156,7 +159,7 @@ def _int(value: Any) -> int | None:
 
 def _requests(resources: Any) -> Requests:
     requests = mapping(get(resources, "requests"))
-    return Requests(node_resources.cpu_millicores(requests.get("cpu")), node_resources.memory_mib(requests.get("memory")))
+    return Requests(quantities.cpu_millicores(requests.get("cpu")), quantities.memory_mib(requests.get("memory")))
 
 
 def _taints(value: Any) -> list[Taint] | None:
@@ -670,16 +673,16 @@ class Kueue:
 # --- the proof ---------------------------------------------------------------------------------
 
 
-def proof_requests(spec: PlatformSpec, pool: Pool, team: str) -> list[jobs.JobRequest]:
+def proof_requests(spec: PlatformSpec, pool: Pool, team: str) -> list[renderer.JobRequest]:
     """The largest and the smallest job `gpu-platform job` accepts on `pool` for `team`."""
     if pool.max_nodes < 1:
         return []
-    shared = jobs.shared_gpus(pool)
+    shared = renderer.shared_gpus(pool)
     largest = (1 if shared else pool.max_nodes, 1 if shared else pool.slots_per_node)
     shapes = [largest] if largest == (1, 1) else [largest, (1, 1)]
     tier = priority_tiers(spec)[0].name
     return [
-        jobs.JobRequest(
+        renderer.JobRequest(
             pool=pool.name,
             nodes=nodes,
             gpus_per_node=gpus,
@@ -688,7 +691,7 @@ def proof_requests(spec: PlatformSpec, pool: Pool, team: str) -> list[jobs.JobRe
             name="fit-proof",
             image=PROOF_IMAGE,
             trainer_args=[
-                "--data", f"{jobs.DATA_MOUNT}/datasets/fit-proof", "--preset", PROOF_PRESET, "--max-steps", "1",
+                "--data", f"{renderer.DATA_MOUNT}/datasets/fit-proof", "--preset", PROOF_PRESET, "--max-steps", "1",
                 "--checkpoint-every", "1", "--global-batch-size", str(nodes * gpus), "--seq-len", str(PROOF_SEQ_LEN),
                 "--seed", "0",
             ],
@@ -715,15 +718,15 @@ def pod_shape(jobset: Mapping[str, Any]) -> PodShape:
                 extended[name] = extended.get(name, 0) + (_int(value) or 0)
         requests = requests + _requests(get(container, "resources"))
     annotations = _str_map(get(template, "metadata", "annotations"))
-    if annotations.get(jobs.GCS_FUSE_ANNOTATION) == "true":
+    if annotations.get(renderer.GCS_FUSE_ANNOTATION) == "true":
         requests = requests + Requests(
-            node_resources.cpu_millicores(annotations.get(jobs.GCS_FUSE_CPU_REQUEST_ANNOTATION)),
-            node_resources.memory_mib(annotations.get(jobs.GCS_FUSE_MEMORY_REQUEST_ANNOTATION)),
+            quantities.cpu_millicores(annotations.get(renderer.GCS_FUSE_CPU_REQUEST_ANNOTATION)),
+            quantities.memory_mib(annotations.get(renderer.GCS_FUSE_MEMORY_REQUEST_ANNOTATION)),
         )
     anti_affinity = items(get(pod, "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"))
     return PodShape(
         pods=_int(get(job, "parallelism")) or 1,
-        one_per_node=any(get(term, "topologyKey") == jobs.HOSTNAME_TOPOLOGY for term in anti_affinity),
+        one_per_node=any(get(term, "topologyKey") == renderer.HOSTNAME_TOPOLOGY for term in anti_affinity),
         extended=extended,
         requests=requests if sized else None,
         node_selector=_str_map(get(pod, "nodeSelector")),
@@ -752,8 +755,8 @@ def misfits(resources: Sequence[Resource], spec: PlatformSpec) -> list[tuple[str
             for request in proof_requests(spec, pool, team):
                 shape = f"pool {pool.name}, job {request.nodes} node(s) x {request.gpus_per_node} GPU(s)"
                 try:
-                    jobset = jobs.render(spec, request)
-                except jobs.JobError as exc:
+                    jobset = renderer.render(spec, request)
+                except renderer.JobError as exc:
                     for problem in exc.problems:
                         found[(None, f"{shape}: gpu-platform job refuses it: {problem}")] = None
                     continue

@@ -20,10 +20,11 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from components import catalog, rules
-from components.aws import facts as aws_facts
-from components.declared import get, items, mapping
-from components.fit import ASG_TAG, HELM_RELEASE, KUEUE_TYPE_PREFIX
+from components.checks import rules
+from components.checks.declared import get, items, mapping
+from components.checks.fit import ASG_TAG, HELM_RELEASE, KUEUE_TYPE_PREFIX
+from components.facts import aws as aws_facts
+from components.facts import catalog
 from components.naming import local_queue_name
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE
 

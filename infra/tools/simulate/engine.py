@@ -46,8 +46,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from infra.simulate.model import StackModel, backoff_s, spot_rate_per_s
-from infra.simulate.trace import TraceJob
+from infra.tools.simulate.model import StackModel, backoff_s, spot_rate_per_s
+from infra.tools.simulate.trace import TraceJob
 
 # Event kinds, in the order handled at one instant: a job that ends at the same time as its
 # node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components import catalog
+from components.facts import catalog, prices
 from components.pools import Pool, derive_pools
 from components.spec import PlatformSpec
-from infra import prices
 from infra.synth import Synthesis
 
 _HEADERS = ("pool", "GPU", "GPUs/node", "nodes", "max GPUs", "GPU slots", "sharing", "provisioning", "$/h min", "$/h max")
@@ -180,7 +179,7 @@ def _price_lines(spec: PlatformSpec, rows: list[CostRow]) -> list[str]:
     lines = ["| item | list price | source |", "|---|---|---|"]
     shapes = sorted({p.instance_type.name: p.instance_type for p in derive_pools(spec) if p.instance_type}.items())
     for name, shape in shapes:
-        source = "components/catalog.py: " + ("EC2 accelerated computing instance pages" if shape.cloud == "aws" else "Compute Engine GPU machine types")
+        source = "components/facts/catalog.py: " + ("EC2 accelerated computing instance pages" if shape.cloud == "aws" else "Compute Engine GPU machine types")
         lines.append(f"| {name} | ${shape.usd_per_hour:g}/h | {source} |")
     used = {r.price.item: r.price for r in rows if r.price is not None}
     if any(r.price is prices.CLOUD_NAT_PER_VM for r in rows):

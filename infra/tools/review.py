@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from components import catalog, rules
-from components.rule_catalog import RULES
+from components.checks import rules
+from components.facts import catalog
+from components.facts.rule_catalog import RULES
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, SpecError, parse_spec
-from infra import check, stackfile, synth
+from infra import stackfile, synth
+from infra.tools import check
 
 # Input properties whose change makes the provider replace the resource rather than update it,
 # by type token (engine camelCase paths; a path covers everything below it). Sources: the

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from components import catalog
-from infra.simulate.engine import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
-from infra.simulate.model import StackModel
+from components.facts import catalog
+from infra.tools.simulate.engine import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
+from infra.tools.simulate.model import StackModel
 
 JOB_COLUMNS = (
     "id", "team", "tier", "pool", "submit_s", "first_start_s", "end_s", "wait_s",

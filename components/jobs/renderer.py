@@ -4,7 +4,7 @@ Everything the job needs (the pool's selector and taint, the team's namespace an
 tier, the bucket, the trainer's service account, the node's share of CPU and memory) derives
 from the spec, so `gpu-platform job` prints an object a team can `kubectl apply` without reading
 anything back from the cloud. A request that renders is one that starts: the image is a pullable
-reference, the trainer accepts its arguments, and the fit proof (components.fit) holds the
+reference, the trainer accepts its arguments, and the fit proof (components.checks.fit) holds the
 largest and smallest job of every pool against what the stack declares.
 
 The choices, with their upstream sources, are explained in docs/scheduling.md ("What `gpu-platform
@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from components import grace, image_ref, naming, node_resources, tenancy, trainer_args
+from components import naming, node_resources, tenancy
+from components.jobs import grace, image_ref, trainer_args
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
@@ -105,7 +106,7 @@ class JobRequest:
     image: str | None = None
     trainer_args: list[str] = field(default_factory=list)
     max_restarts: int = DEFAULT_MAX_RESTARTS
-    # None: sized for the preset's checkpoint (components.grace).
+    # None: sized for the preset's checkpoint (components.jobs.grace).
     grace_period: int | None = None
 
 

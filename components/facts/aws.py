@@ -7,20 +7,19 @@ that every supported Kubernetes minor has an entry in each per-minor table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from components.spec import AmiType
+# EKS managed node group AMI types with NVIDIA drivers (EKS CreateNodegroup API, amiType).
+AmiType = Literal[
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+]
+# Bottlerocket NVIDIA AMIs run their own NVIDIA device plugin; AL2023 NVIDIA AMIs ship none.
+BOTTLEROCKET_AMI_TYPES: tuple[AmiType, ...] = ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
+ARM64_AMI_TYPES: tuple[AmiType, ...] = ("AL2023_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA")
 
-
-@dataclass(frozen=True)
-class Chart:
-    name: str
-    version: str
-    repo: str
-
-
-# kubernetes/autoscaler, charts/cluster-autoscaler/Chart.yaml at tag cluster-autoscaler-chart-9.59.0
-# (app 1.35.0); values keys checked against shared/charts/cluster-autoscaler-9.59.0.keys.json.
-CLUSTER_AUTOSCALER_CHART = Chart("cluster-autoscaler", "9.59.0", "https://kubernetes.github.io/autoscaler")
 
 # The autoscaler simulates the scheduler of its own Kubernetes minor, so its image minor must
 # match the cluster's (kubernetes/autoscaler README, "Releases"). Latest patch per minor from the
@@ -32,10 +31,6 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
     "1.34": "v1.34.3",
     "1.35": "v1.35.0",
 }
-
-# aws/eks-charts, stable/aws-efa-k8s-device-plugin/Chart.yaml (version v0.5.20, app v0.5.13):
-# advertises `vpc.amazonaws.com/efa` so pods can claim the EFA devices of a node.
-EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "v0.5.20", "https://aws.github.io/eks-charts")
 
 # EKS add-on versions per Kubernetes minor, from the EKS user guide's add-on version tables and
 # `aws eks describe-addon-versions` (late 2026). vpc-cni and aws-ebs-csi-driver publish one

@@ -1,8 +1,9 @@
 """Declared resources as checks read them: the same shape in an offline synthesis and in a real
 preview, and the few helpers that read engine-shaped values.
 
-The policy rules (components.rules) and the fit proof (components.fit) both read resources this
-way; this module is their common ground, so neither imports the other's internals.
+The policy rules (components.checks.rules) and the fit proof (components.checks.fit) both read
+resources this way; this module is their common ground (the type tokens they read among it), so
+neither imports the other's internals.
 """
 
 from __future__ import annotations
@@ -11,15 +12,36 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-# Type tokens several checks read (pulumi-aws 7, pulumi-gcp 10).
+# Type tokens of the resources the checks read (pulumi-aws 7, pulumi-gcp 10, pulumi-kubernetes 4).
+ASG_TAG = "aws:autoscaling/tag:Tag"
+EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
+EKS_ADDON = "aws:eks/addon:Addon"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+IAM_POLICY = "aws:iam/policy:Policy"
 IAM_ROLE = "aws:iam/role:Role"
 IAM_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+IAM_ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+S3_BUCKET = "aws:s3/bucket:Bucket"
+S3_BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
+S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+S3_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+S3_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+GCP_PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
+GCP_PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+GCS_BUCKET = "gcp:storage/bucket:Bucket"
+GCS_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 GCS_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+KUEUE_TYPE_PREFIX = "kubernetes:kueue.x-k8s.io/v1beta2:"
+PRIORITY_CLASS = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
 
 # The offline synth writes values unknown at preview time as this marker (infra.synth._clean);
 # the pack maps CrossGuard's unknowns to it too.
 UNKNOWN = "[unknown]"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
 @dataclass(frozen=True)

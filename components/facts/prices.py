@@ -2,7 +2,7 @@
 
 Estimates for planning, not quotes: on-demand list prices in us-east-1 (AWS) and us-central1
 (GCP), read from each service's pricing page on the date below, as the GPU instance prices in
-components.catalog are. Monthly prices are turned into hourly ones over 730 hours, as both
+components.facts.catalog are. Monthly prices are turned into hourly ones over 730 hours, as both
 clouds' calculators do. What is billed by use (data processed, objects stored, requests) has
 no hourly price and is listed apart (USAGE_BASED).
 """

@@ -18,23 +18,25 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from components import catalog, fit, tenancy, tenancy_checks
-from components.declared import (
+from components import tenancy
+from components.checks import fit, isolation
+from components.checks.declared import (
     GCS_BUCKET_IAM_MEMBER,
     IAM_ROLE,
     IAM_ROLE_POLICY,
     UNKNOWN,
     Resource,
-    node_group_instance_types,
 )
-from components.declared import as_list as _as_list
-from components.declared import statements as _iam_statements
-from components.declared import get as _get
-from components.declared import items as _items
-from components.declared import mapping as _mapping
+from components.checks.declared import as_list as _as_list
+from components.checks.declared import get as _get
+from components.checks.declared import items as _items
+from components.checks.declared import mapping as _mapping
+from components.checks.declared import node_group_instance_types
+from components.checks.declared import statements as _iam_statements
+from components.facts import catalog
+from components.facts.rule_catalog import RULES, RULES_BY_ID
 from components.naming import DEFAULT_TEAM, TRAINER_SERVICE_ACCOUNT
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
-from components.rule_catalog import RULES, RULES_BY_ID
 from components.spec import PlatformSpec
 
 # Type tokens of the resources rules read (pulumi-aws 7, pulumi-gcp 10, pulumi-kubernetes 4).
@@ -732,7 +734,7 @@ def kubernetes_standard_support(resources: Sequence[Resource], ctx: Context) -> 
 
 
 def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
-    """Every job `gpu-platform job` accepts can run on what the stack declares (components.fit)."""
+    """Every job `gpu-platform job` accepts can run on what the stack declares (components.checks.fit)."""
     if ctx.spec is None:
         return []
     return [Violation("job-fits-pool", resource, message) for resource, message in fit.misfits(resources, ctx.spec)]
@@ -740,7 +742,7 @@ def job_fits_pool(resources: Sequence[Resource], ctx: Context) -> list[Violation
 
 def _team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[str]:
     declared = [team.name for team in ctx.spec.scheduling.teams] if ctx.spec is not None else []
-    return tenancy_checks.team_namespaces(resources, declared)
+    return isolation.team_namespaces(resources, declared)
 
 
 def kueue_manages_team_namespaces(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
@@ -749,14 +751,14 @@ def kueue_manages_team_namespaces(resources: Sequence[Resource], ctx: Context) -
         teams = [DEFAULT_TEAM]
     return [
         Violation("kueue-manages-team-namespaces", key, message)
-        for key, message in tenancy_checks.kueue_management(resources, teams)
+        for key, message in isolation.kueue_management(resources, teams)
     ]
 
 
 def team_identity_isolated(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
     return [
         Violation("team-identity-isolated", key, message)
-        for key, message in tenancy_checks.identity_isolation(resources, _team_namespaces(resources, ctx))
+        for key, message in isolation.identity_isolation(resources, _team_namespaces(resources, ctx))
     ]
 
 
@@ -770,7 +772,7 @@ def team_rbac_namespaced(resources: Sequence[Resource], ctx: Context) -> list[Vi
             names = [subject.name for subject in tenancy.team_subjects(ctx.spec, team)]
             members[team.name] = [name for name in names if name not in admins]
     return [
-        Violation("team-rbac-namespaced", key, message) for key, message in tenancy_checks.rbac_namespacing(resources, members)
+        Violation("team-rbac-namespaced", key, message) for key, message in isolation.rbac_namespacing(resources, members)
     ]
 
 

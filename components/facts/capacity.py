@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from components.catalog import Cloud
+from components.facts.catalog import Cloud
 
 Way = Literal["on-demand", "spot", "reservation", "capacity-block", "flex-start", "queued"]
 WAYS: tuple[Way, ...] = ("on-demand", "spot", "reservation", "capacity-block", "flex-start", "queued")

@@ -1,7 +1,7 @@
 """`gpu-platform check`: the policy rules and Kubernetes schema validation over synthesized stacks.
 
 What a pull request must pass before anyone looks at it, with no cloud credentials: every stack
-synthesizes, every policy rule (components.rules, the same the CrossGuard pack runs in a real
+synthesizes, every policy rule (components.checks.rules, the same the CrossGuard pack runs in a real
 preview) holds or is waived in the stack file, and every Kubernetes object the program declares
 matches the API schema of the stack's Kubernetes version.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from components import rules
+from components.checks import rules
 from components.spec import PlatformSpec
 from infra import stackfile, synth
 

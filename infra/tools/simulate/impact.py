@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from components import catalog
-from infra.review import StackReview
-from infra.simulate import engine, model, report, trace
+from components.facts import catalog
+from infra.tools.review import StackReview
+from infra.tools.simulate import engine, model, report, trace
 
 SEED = 0
 

@@ -1,6 +1,6 @@
 """The policy rules as data: id, what each protects, how hard it enforces, whether it can be waived.
 
-One table read by the spec (which overrides are allowed), the rule functions (components.rules),
+One table read by the spec (which overrides are allowed), the rule functions (components.checks.rules),
 the CrossGuard pack (policy/) and the offline `gpu-platform check`, so a rule means the same thing
 in a pull request, in a real `pulumi preview` and in the docs. Kept free of other imports so the
 spec can read it without a cycle.
@@ -152,7 +152,7 @@ RULES: tuple[RuleInfo, ...] = (
     ),
     RuleInfo(
         "kubernetes-standard-support",
-        "The cluster's Kubernetes minor is in its cloud's standard support today (components.catalog support "
+        "The cluster's Kubernetes minor is in its cloud's standard support today (components.facts.catalog support "
         "windows): past it, EKS charges extended support or upgrades the cluster, and GKE upgrades it.",
         "medium",
         "advisory",

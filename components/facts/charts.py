@@ -57,6 +57,10 @@ CLUSTER_AUTOSCALER = Chart(
 )
 
 CHARTS: tuple[Chart, ...] = (NVIDIA_DEVICE_PLUGIN, KUEUE, JOBSET, DCGM_EXPORTER, CLUSTER_AUTOSCALER)
+# aws/eks-charts, stable/aws-efa-k8s-device-plugin/Chart.yaml (version v0.5.20, app v0.5.13):
+# advertises `vpc.amazonaws.com/efa` so pods can claim the EFA devices of a node. Not in CHARTS:
+# no keys file of its templates is carried yet, so its values keys are not checked.
+EFA_DEVICE_PLUGIN = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20", "kube-system")
 
 
 def values_paths(values: Mapping[str, Any], prefix: str = "") -> list[str]:

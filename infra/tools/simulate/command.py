@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from components import catalog
+from components.facts import catalog
 from infra import synth
-from infra.simulate import engine, model, report, trace
+from infra.tools.simulate import engine, model, report, trace
 
 
 class UsageError(Exception):
