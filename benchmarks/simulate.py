@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import program, stackfile, synth
-from infra.tools.simulate import engine, model, report, trace
+from infra.tools.simulate import build, engine, model, report, state, trace
 
 REPO = Path(__file__).resolve().parents[1]
 TEAMS = ("t0", "t1", "t2", "t3")
@@ -65,7 +65,7 @@ def stack_model(pools: int) -> model.StackModel:
     }
     stack_file = stackfile.StackFile(base.path, base.stack, config)
     result = synth.run(program.main, "gpu-platform", "bench", stack_file.pulumi_config())
-    return model.build("bench", result.resources, result.outputs)
+    return build.stack_model("bench", result.resources, result.outputs)
 
 
 def _derived(stack_file: stackfile.StackFile) -> list[Any]:
@@ -107,7 +107,7 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
 
-def one_run(stack: model.StackModel, path: Path, days: int, out: Path) -> tuple[engine.Result, dict[str, float]]:
+def one_run(stack: model.StackModel, path: Path, days: int, out: Path) -> tuple[state.Result, dict[str, float]]:
     """Read, simulate and write the tables once; the seconds each took."""
     names = trace.StackNames(teams=stack.teams, tiers=stack.tiers, pools=[p.name for p in stack.pools])
     t0 = time.perf_counter()

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from components import trainer_image
 from components.jobs import renderer
-from components.spec import PlatformSpec, SpecError, stack_file_schema
-from infra import output_folder, program, stackfile, synth, yamlfile
-from infra.tools import check, review, summary
+from components.spec import SpecError, stack_file_schema
+from infra import offline, output_folder, stackfile, synth, yamlfile
+from infra.tools import check, summary
+from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
 from infra.tools.simulate.trace import TraceError, read_rows
@@ -37,35 +36,6 @@ class UsageError(Exception):
     """A flag or argument the command cannot use: invalid input, exit 2."""
 
 
-def synthesize(
-    ref: str, root: Path | None = None
-) -> tuple[stackfile.StackFile, PlatformSpec, synth.Synthesis]:
-    """Check the stack file, then run the program on it. Raises SpecError before any resource.
-
-    `root` is the project folder; by default the checkout the stack file lies in (for a path)
-    or the one around the current folder (for a name), and None outside any checkout.
-    """
-    if root is None:
-        root = stackfile.root_for(ref)
-    stack_file = stackfile.read(ref, root)
-    spec = stack_file.spec()
-    context = trainer_image.context_of(root)
-    if spec.trainer.image == "build" and spec.cloud != "existing" and context is None:
-        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
-    try:
-        result = synth.run(
-            functools.partial(program.run, context),
-            stackfile.project_name(root),
-            stack_file.stack,
-            stack_file.pulumi_config(),
-            root,
-        )
-    except SpecError as exc:
-        # Problems only the (mock) cloud reveals, such as zones without the instance type.
-        raise SpecError(stack_file.source, exc.problems) from None
-    return stack_file, spec, result
-
-
 def _out_dir(args: argparse.Namespace, stack: str, command: str) -> Path:
     """`--out/STACK`, by default under the checkout's (or the current folder's) build/<command>."""
     out_root = args.out or (stackfile.root_for(args.stack) or Path.cwd()) / "build" / command
@@ -76,7 +46,7 @@ def _out_dir(args: argparse.Namespace, stack: str, command: str) -> Path:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    stack_file, spec, result = synthesize(args.stack)
+    stack_file, spec, result = offline.synthesize(args.stack)
     out_dir = _out_dir(args, stack_file.stack, "synth")
     output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack, result)), out_dir)
     elapsed = time.perf_counter() - started
@@ -116,7 +86,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     invalid = 0
     for ref in refs:
         try:
-            _, spec, result = synthesize(ref)
+            _, spec, result = offline.synthesize(ref)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
             invalid += 1
@@ -136,7 +106,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    stack_file, _, result = synthesize(args.stack)
+    stack_file, _, result = offline.synthesize(args.stack)
     out_dir = _out_dir(args, stack_file.stack, "simulate")
     options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
     try:
@@ -163,17 +133,17 @@ def cmd_review(args: argparse.Namespace) -> int:
     """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
     try:
         rows = read_rows(args.trace) if args.trace else None
-        reviews, sha = review.collect(args.base, args.stacks)
-    except review.UsageError as exc:
+        reviews, sha = trees.collect(args.base, args.stacks)
+    except trees.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except TraceError as exc:
         print("\n".join(exc.problems), file=sys.stderr)
         return EXIT_INVALID
-    except review.ReviewError as exc:
+    except trees.ReviewError as exc:
         print(f"error: review failed: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    text = review.render(reviews, args.base, sha)
+    text = markdown.render(reviews, args.base, sha)
     if rows is not None:
         text += "\n" + impact.section(rows, str(args.trace), reviews)
     if args.out:
@@ -182,7 +152,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     sys.stdout.write(text)
     invalid = [r for r in reviews if r.status == "invalid"]
     for r in invalid:
-        print(f"error: {r.stack}: invalid ({review.invalid_sides(r)}); the report shows its errors", file=sys.stderr)
+        print(f"error: {r.stack}: invalid ({markdown.invalid_sides(r)}); the report shows its errors", file=sys.stderr)
     return EXIT_FAILURE if invalid else EXIT_OK
 
 

@@ -3,7 +3,7 @@
 Every policy calls the rule function of components.checks.rules that `gpu-platform check` calls: rules
 of scope "resource" as a ResourceValidationPolicy on each resource, rules of scope "stack" (links
 between resources, totals) as a StackValidationPolicy. Properties arrive camelCase, as in the
-offline synth; values unknown during the preview become rules.UNKNOWN, which no rule reports.
+offline synth; values unknown during the preview become declared.UNKNOWN, which no rule reports.
 
 Limits and waivers come from the stack's own spec: the stack config key `gpu-platform:platform`
 that the program reads too (CrossGuard hands a pack the stack's config, so `pulumi.Config` sees
@@ -30,7 +30,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from components.checks import rules
+from components.checks import declared
+from components.checks.rules import base, registry
 from components.facts.rule_catalog import RULES, RuleInfo
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, parse_spec
 
@@ -45,16 +46,16 @@ _SEVERITY = {
 }
 
 
-def stack_context() -> rules.Context:
+def stack_context() -> base.Context:
     """Limits and waivers of the stack being previewed, from its config (raises SpecError)."""
     raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
     spec = parse_spec(raw, f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
-    return rules.context_of(spec)
+    return base.context_of(spec)
 
 
 def plain(value: Any) -> Any:
     """CrossGuard's property proxies as plain values, as the offline synth records them: unknowns
-    as rules.UNKNOWN, and whole numbers as ints (protobuf sends every number as a double)."""
+    as declared.UNKNOWN, and whole numbers as ints (protobuf sends every number as a double)."""
     if isinstance(value, str):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -70,7 +71,7 @@ def _read(container: Any, key: Any) -> Any:
     try:
         return plain(container[key])
     except UnknownValueError:
-        return rules.UNKNOWN
+        return declared.UNKNOWN
 
 
 def as_resource(
@@ -79,8 +80,8 @@ def as_resource(
     props: Any,
     opts: PolicyResourceOptions | None,
     depends_on: Sequence[str] = (),
-) -> rules.Resource:
-    return rules.Resource(
+) -> declared.Resource:
+    return declared.Resource(
         type=resource_type,
         name=name,
         props=plain(props),
@@ -90,12 +91,12 @@ def as_resource(
     )
 
 
-def _reportable(violations: list[rules.Violation], ctx: rules.Context) -> list[rules.Violation]:
-    return [v for v in violations if rules.judge(v, ctx).level != "overridden"]
+def _reportable(violations: list[base.Violation], ctx: base.Context) -> list[base.Violation]:
+    return [v for v in violations if registry.judge(v, ctx).level != "overridden"]
 
 
 def resource_policy(info: RuleInfo) -> ResourceValidationPolicy:
-    check = rules.CHECKS[info.id]
+    check = registry.CHECKS[info.id]
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         ctx = stack_context()
@@ -113,12 +114,12 @@ def resource_policy(info: RuleInfo) -> ResourceValidationPolicy:
 
 
 def stack_policy(info: RuleInfo) -> StackValidationPolicy:
-    check = rules.CHECKS[info.id]
+    check = registry.CHECKS[info.id]
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         ctx = stack_context()
         urns: dict[str, str] = {}
-        resources: list[rules.Resource] = []
+        resources: list[declared.Resource] = []
         for r in args.resources:
             depends_on = [f"{d.resource_type}::{d.name}" for d in r.dependencies]
             resource = as_resource(r.resource_type, r.name, r.props, r.opts, depends_on)

@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 from helpers import REPO
 
-from infra import cli, synth
+from infra import offline, synth
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +23,7 @@ def synthesized() -> Callable[[str], synth.Synthesis]:
 
     def get(stack: str) -> synth.Synthesis:
         if stack not in cache:
-            cache[stack] = cli.synthesize(stack, REPO)[2]
+            cache[stack] = offline.synthesize(stack, REPO)[2]
         return cache[stack]
 
     return get

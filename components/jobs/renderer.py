@@ -23,6 +23,8 @@ import yaml
 
 from components import naming, node_resources, tenancy
 from components.jobs import grace, image_ref, trainer_args
+from components.jobs.torchrun import RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
+from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
@@ -39,25 +41,8 @@ COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 REPLICATED_JOB = "node"
-# torchrun's static rendezvous: the TCPStore pod 0's agent hosts (torch/distributed/run.py
-# --master-port; elastic/rendezvous/static_tcp_rendezvous.py).
-RDZV_PORT = 29400
-# How long a pod waits for pod 0's DNS record before it gives up (and the JobSet restarts).
-RDZV_WAIT_S = 300
-DATA_MOUNT = "/data"
-# On aws and existing clusters the data volume is a claim each team namespace holds; on GKE
-# the stack's bucket is mounted directly through the GCS FUSE CSI driver.
-DATA_CLAIM = naming.DATA_CLAIM
-GCS_FUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-# The GCS FUSE webhook injects its sidecar into pods with this annotation and sizes it from the
-# request annotations (GoogleCloudPlatform/gcs-fuse-csi-driver pkg/webhook/injection.go); the
-# figures are GKE's documented defaults, stated so the fit proof can count them.
-GCS_FUSE_ANNOTATION = "gke-gcsfuse/volumes"
-GCS_FUSE_CPU_REQUEST_ANNOTATION = "gke-gcsfuse/cpu-request"
-GCS_FUSE_MEMORY_REQUEST_ANNOTATION = "gke-gcsfuse/memory-request"
-GCS_FUSE_SIDECAR = Requests(250, 256)
-# torchrun restarts a pod's workers this many times before the pod fails.
-TORCHRUN_MAX_RESTARTS = 3
+
+
 # JobSet restarts after real failures (crashes, OOM kills, failed rendezvous); disruptions are free.
 DEFAULT_MAX_RESTARTS = 3
 DISRUPTION_RULE = "disruptions-do-not-count"
@@ -66,23 +51,6 @@ SHM_MIN_GI, SHM_MAX_GI = 1, 256
 # Existing clusters do not state node memory: a quarter of a 64 GiB node.
 SHM_UNKNOWN_NODE_GI = 16
 
-# The container's entry: wait (bounded) until pod 0's name resolves, then become torchrun, so
-# torchrun is PID 1 and receives the kubelet's SIGTERM. The name is torchrun's --master-addr.
-WAIT_THEN_TORCHRUN = """\
-import os, socket, sys, time
-host = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--master-addr="))
-limit = int(os.environ["RDZV_WAIT_SECONDS"])
-deadline = time.monotonic() + limit
-while True:
-    try:
-        socket.getaddrinfo(host, None)
-        break
-    except socket.gaierror:
-        if time.monotonic() > deadline:
-            sys.exit(f"rendezvous host {host} did not resolve within {limit} s")
-        time.sleep(1)
-os.execvp("torchrun", ["torchrun", *sys.argv[1:]])
-"""
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -210,52 +178,6 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
     return problems
 
 
-def _torchrun(request: JobRequest, host0: str, shutdown_timeout: int, args: list[str]) -> list[str]:
-    """torchrun's arguments: a static rendezvous on pod 0, this pod's rank its completion index."""
-    return [
-        f"--nnodes={request.nodes}",
-        f"--nproc-per-node={request.gpus_per_node}",
-        f"--max-restarts={TORCHRUN_MAX_RESTARTS}",
-        "--rdzv-backend=static",
-        f"--master-addr={host0}",
-        f"--master-port={RDZV_PORT}",
-        "--node-rank=$(NODE_RANK)",
-        f"--shutdown-timeout={shutdown_timeout}",
-        "-m",
-        "trainer",
-        "train",
-        *args,
-    ]
-
-
-def _gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: bool) -> dict[str, Any]:
-    # gcsfuse mounts as root with 0755 folders unless told the owner: the trainer runs as
-    # TRAINER_UID and must write its checkpoints. `only-dir` mounts one folder of the bucket
-    # (GCS FUSE CSI driver docs, mount options): a team's identity may use only its own.
-    options = [f"only-dir={folder}"] if folder else []
-    options += ["implicit-dirs", f"uid={TRAINER_UID}", f"gid={TRAINER_UID}"]
-    csi: dict[str, Any] = {
-        "driver": GCS_FUSE_DRIVER,
-        "volumeAttributes": {"bucketName": naming.bucket_name(spec), "mountOptions": ",".join(options)},
-    }
-    if read_only:
-        csi["readOnly"] = True
-    return {"name": name, "csi": csi}
-
-
-def _data_volumes(spec: PlatformSpec, team: TeamQueue) -> list[dict[str, Any]]:
-    """`data` (the team's checkpoints and metrics) and, where the bucket is mounted per team,
-    `datasets` (read-only, shared by every team)."""
-    if spec.cloud != "gcp":
-        return [{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}]
-    if not spec.scheduling.teams:
-        return [_gcs_volume(spec, "data", None, read_only=False)]
-    return [
-        _gcs_volume(spec, "data", tenancy.team_prefix(team.team).rstrip("/"), read_only=False),
-        _gcs_volume(spec, "datasets", tenancy.DATASETS_PREFIX.rstrip("/"), read_only=True),
-    ]
-
-
 def _efa_devices(pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> int:
     """EFA devices a pod claims: all of the node's, when it takes every GPU of an EFA node."""
     if request.gpus_per_node < pool.gpus_per_node or request.nodes < 2:
@@ -312,7 +234,7 @@ def _container(
             "memory": node_resources.memory_quantity(trainer.memory_mib),
         }
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": DATA_MOUNT}]
-    if any(volume["name"] == "datasets" for volume in _data_volumes(spec, team)):
+    if any(volume["name"] == "datasets" for volume in data_volumes(spec, team)):
         mounts.append({"name": "datasets", "mountPath": tenancy.DATASETS_MOUNT, "readOnly": True})
     if pool.sharing_mode != "mps":
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
@@ -324,7 +246,7 @@ def _container(
         "name": "trainer",
         "image": image,
         "command": ["python3", "-c", WAIT_THEN_TORCHRUN],
-        "args": _torchrun(request, host0, grace.shutdown_timeout(grace_period), args),
+        "args": torchrun_args(request.nodes, request.gpus_per_node, host0, grace.shutdown_timeout(grace_period), args),
         "env": env,
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
@@ -347,7 +269,7 @@ def _pod_spec(
     grace_period: int,
     team: TeamQueue,
 ) -> dict[str, Any]:
-    volumes = _data_volumes(spec, team)
+    volumes = data_volumes(spec, team)
     if pool.sharing_mode != "mps":
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(trainer)}})
     pod: dict[str, Any] = {
@@ -383,16 +305,6 @@ def _pod_spec(
     return pod
 
 
-def _pod_annotations(spec: PlatformSpec) -> dict[str, str]:
-    if spec.cloud != "gcp":
-        return {}
-    return {
-        GCS_FUSE_ANNOTATION: "true",
-        GCS_FUSE_CPU_REQUEST_ANNOTATION: node_resources.cpu_quantity(GCS_FUSE_SIDECAR.cpu_m),
-        GCS_FUSE_MEMORY_REQUEST_ANNOTATION: node_resources.memory_quantity(GCS_FUSE_SIDECAR.memory_mib),
-    }
-
-
 def _team(spec: PlatformSpec, request: JobRequest) -> TeamQueue:
     plan = queue_plan(spec, derive_pools(spec))
     return next(t for t in plan.teams if request.team in (None, t.team))
@@ -413,7 +325,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
-    annotations = _pod_annotations(spec)
+    annotations = pod_annotations(spec)
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",

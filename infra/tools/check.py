@@ -15,7 +15,7 @@ from typing import Any
 
 import kubernetes_validate
 
-from components.checks import rules
+from components.checks.rules import base, registry
 from components.spec import PlatformSpec
 from infra import stackfile, synth
 
@@ -26,7 +26,7 @@ SCHEMA_RULE = "kubernetes-schema"
 class StackReport:
     stack: str
     project: str
-    findings: list[rules.Finding]
+    findings: list[base.Finding]
     # Kubernetes objects validated, and custom resources (no bundled schema) left to the tests.
     validated: int
     skipped_custom: int
@@ -48,13 +48,13 @@ class StackReport:
         return any(f.blocking for f in self.findings)
 
 
-def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tuple[list[rules.Finding], int, int]:
+def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tuple[list[base.Finding], int, int]:
     """Findings for objects the API server would reject; custom resources are counted, not checked.
 
     kubernetes-validate bundles the core API schemas only. The Kueue and JobSet custom resources
     are validated against their CRD schemas by the Kubernetes layer's tests.
     """
-    findings: list[rules.Finding] = []
+    findings: list[base.Finding] = []
     validated = skipped = 0
     for record in synthesis.resources:
         if not synth.is_kubernetes_object(record["type"]):
@@ -67,7 +67,7 @@ def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tupl
         validated += 1
         if problem:
             key = f"{record['type']}::{record['name']}"
-            findings.append(rules.Finding(rules.Violation(SCHEMA_RULE, key, problem), "mandatory"))
+            findings.append(base.Finding(base.Violation(SCHEMA_RULE, key, problem), "mandatory"))
     return findings, validated, skipped
 
 
@@ -85,8 +85,8 @@ def schema_problem(obj: dict[str, Any], kubernetes_version: str) -> str | None:
 
 
 def check_synthesis(spec: PlatformSpec, synthesis: synth.Synthesis) -> StackReport:
-    ctx = rules.context_of(spec)
-    findings = rules.evaluate(rules.from_synthesis(synthesis.resources), ctx)
+    ctx = base.context_of(spec)
+    findings = registry.evaluate(base.from_synthesis(synthesis.resources), ctx)
     schema, validated, skipped = schema_findings(synthesis, spec.cluster.kubernetes_version)
     return StackReport(synthesis.stack, synthesis.project, findings + schema, validated, skipped)
 

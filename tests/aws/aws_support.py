@@ -9,7 +9,7 @@ import yaml
 from helpers import REPO, stack_config
 
 from components.spec import PlatformSpec
-from infra import cli
+from infra import offline
 from infra.synth import Synthesis
 
 
@@ -19,7 +19,7 @@ def synthesize_variant(tmp_path: Path, change: Callable[[dict[str, Any]], None])
     change(config["gpu-platform:platform"])
     path = tmp_path / "Pulumi.variant.yaml"
     path.write_text(yaml.safe_dump({"config": config}))
-    _, spec, result = cli.synthesize(str(path), REPO)
+    _, spec, result = offline.synthesize(str(path), REPO)
     return spec, result
 
 

@@ -10,7 +10,7 @@ from aws_support import variant
 from helpers import REPO, stack_config
 
 from components.spec.models import ClusterSpec
-from infra import cli
+from infra import offline
 from infra.synth import Synthesis
 
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -50,7 +50,7 @@ def test_the_teardown_s_first_step_changes_only_the_cluster_s_deletion_protectio
     config["gpu-platform:platform"]["cluster"]["deletionProtection"] = False
     path = tmp_path / "Pulumi.prod-aws.yaml"
     path.write_text(yaml.safe_dump({"config": config}))
-    unlocked = cli.synthesize(str(path), REPO)[2]
+    unlocked = offline.synthesize(str(path), REPO)[2]
     before = {(r["type"], r["name"]): r for r in prod.resources}
     after = {(r["type"], r["name"]): r for r in unlocked.resources}
     assert before.keys() == after.keys()

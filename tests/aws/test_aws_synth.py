@@ -18,7 +18,7 @@ from helpers import REFERENCE, REPO
 from components.aws import plan
 from components.facts import aws as aws_facts
 from components.jobs import renderer
-from infra import cli, stackfile
+from infra import offline, stackfile
 from infra.synth import Synthesis
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -536,5 +536,5 @@ def test_outputs_tell_users_how_to_reach_everything(dev: Synthesis) -> None:
 
 
 def test_the_same_spec_gives_the_same_resources(dev: Synthesis) -> None:
-    again = cli.synthesize("dev-aws", REPO)[2]
+    again = offline.synthesize("dev-aws", REPO)[2]
     assert json.dumps(again.resources, sort_keys=True) == json.dumps(dev.resources, sort_keys=True)

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from infra import cli, synth
+from infra import offline, synth
 
 ONPREM = REPO / "stacks" / "Pulumi.onprem.yaml"
 
 
 @pytest.fixture(scope="session")
 def onprem_synthesis() -> synth.Synthesis:
-    return cli.synthesize("onprem", REPO)[2]
+    return offline.synthesize("onprem", REPO)[2]
 
 
 @pytest.fixture

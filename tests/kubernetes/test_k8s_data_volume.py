@@ -9,6 +9,7 @@ import pytest
 from k8s_support import REPO
 
 from components.jobs import renderer
+from components.jobs.volumes import DATA_CLAIM
 from infra import stackfile
 from infra.synth import Synthesis
 
@@ -35,7 +36,7 @@ def volumes(result: Synthesis) -> dict[str, dict[str, Any]]:
 def test_each_team_namespace_holds_one_claim_named_as_jobs_mount_it(dev: Synthesis) -> None:
     found = claims(dev)
     assert set(found) == {"research", "applied"}
-    assert {c["metadata"]["name"] for c in found.values()} == {renderer.DATA_CLAIM}
+    assert {c["metadata"]["name"] for c in found.values()} == {DATA_CLAIM}
     assert len(dev.by_type(PVC)) == 2
 
 
@@ -57,7 +58,7 @@ def test_each_claim_is_bound_to_its_own_volume_and_back(dev: Synthesis) -> None:
     found = volumes(dev)
     for namespace, claim in claims(dev).items():
         volume = found[claim["spec"]["volumeName"]]
-        assert volume["spec"]["claimRef"] == {"namespace": namespace, "name": renderer.DATA_CLAIM}
+        assert volume["spec"]["claimRef"] == {"namespace": namespace, "name": DATA_CLAIM}
         assert claim["spec"]["storageClassName"] == volume["spec"]["storageClassName"] == ""
 
 

@@ -25,7 +25,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, unknown_checking_proxy
 
-from components.checks import rules
+from components.checks import declared
+from components.checks.rules import security
 from components.facts.rule_catalog import RULES
 
 _spec = importlib.util.spec_from_file_location("gpu_platform_pack", REPO / "policy" / "pack.py")
@@ -90,45 +91,45 @@ def test_the_pack_has_one_policy_per_rule_with_its_enforcement_and_severity() ->
 
 
 def test_a_resource_policy_reports_a_violation_of_its_rule(stack_config: dict[str, Any]) -> None:
-    reported = run_resource_policy("gpu-pool-tainted", rules.EKS_NODE_GROUP, node_group(taints=[]))
+    reported = run_resource_policy("gpu-pool-tainted", declared.EKS_NODE_GROUP, node_group(taints=[]))
     assert reported == ["GPU pool has no nvidia.com/gpu taint with effect NO_SCHEDULE: any pod could land on its GPU nodes"]
 
 
 def test_a_compliant_resource_reports_nothing(stack_config: dict[str, Any]) -> None:
-    assert run_resource_policy("gpu-pool-tainted", rules.EKS_NODE_GROUP, node_group()) == []
+    assert run_resource_policy("gpu-pool-tainted", declared.EKS_NODE_GROUP, node_group()) == []
 
 
 def test_values_unknown_during_the_preview_are_not_violations(stack_config: dict[str, Any]) -> None:
-    assert run_resource_policy("gpu-pool-tainted", rules.EKS_NODE_GROUP, node_group(taints=UNKNOWN_ARRAY_VALUE)) == []
+    assert run_resource_policy("gpu-pool-tainted", declared.EKS_NODE_GROUP, node_group(taints=UNKNOWN_ARRAY_VALUE)) == []
 
 
 def test_the_environment_comes_from_the_stack_config(stack_config: dict[str, Any]) -> None:
     warm = node_group(scalingConfig={"minSize": 1, "maxSize": 4, "desiredSize": 1})
-    assert len(run_resource_policy("gpu-pool-scale-to-zero", rules.EKS_NODE_GROUP, warm)) == 1
+    assert len(run_resource_policy("gpu-pool-scale-to-zero", declared.EKS_NODE_GROUP, warm)) == 1
     stack_config["environment"] = "prod"
     stack_config["nodePools"] = [{**p, "capacity": "on-demand"} for p in stack_config["nodePools"]]
     apply(stack_config)
-    assert run_resource_policy("gpu-pool-scale-to-zero", rules.EKS_NODE_GROUP, warm) == []
+    assert run_resource_policy("gpu-pool-scale-to-zero", declared.EKS_NODE_GROUP, warm) == []
 
 
 def test_limits_come_from_the_stack_config(stack_config: dict[str, Any]) -> None:
-    assert run_resource_policy("gpu-pool-max-nodes", rules.EKS_NODE_GROUP, node_group()) == []
+    assert run_resource_policy("gpu-pool-max-nodes", declared.EKS_NODE_GROUP, node_group()) == []
     stack_config["policy"] = {"maxNodesPerPool": 3}
     apply(stack_config)
-    assert len(run_resource_policy("gpu-pool-max-nodes", rules.EKS_NODE_GROUP, node_group())) == 1
+    assert len(run_resource_policy("gpu-pool-max-nodes", declared.EKS_NODE_GROUP, node_group())) == 1
 
 
 def test_an_overridden_rule_is_not_reported(stack_config: dict[str, Any]) -> None:
     stack_config["policy"] = {"overrides": [{"rule": "gpu-pool-scale-to-zero", "reason": "warm notebooks for a workshop"}]}
     apply(stack_config)
     warm = node_group(scalingConfig={"minSize": 1, "maxSize": 4, "desiredSize": 1})
-    assert run_resource_policy("gpu-pool-scale-to-zero", rules.EKS_NODE_GROUP, warm) == []
+    assert run_resource_policy("gpu-pool-scale-to-zero", declared.EKS_NODE_GROUP, warm) == []
 
 
 def test_resource_options_reach_the_rules(stack_config: dict[str, Any]) -> None:
-    assert len(run_resource_policy("autoscaler-drift-ignored", rules.EKS_NODE_GROUP, node_group())) == 1
+    assert len(run_resource_policy("autoscaler-drift-ignored", declared.EKS_NODE_GROUP, node_group())) == 1
     ignored = run_resource_policy(
-        "autoscaler-drift-ignored", rules.EKS_NODE_GROUP, node_group(), ignore_changes=["scalingConfig.desiredSize"]
+        "autoscaler-drift-ignored", declared.EKS_NODE_GROUP, node_group(), ignore_changes=["scalingConfig.desiredSize"]
     )
     assert ignored == []
 
@@ -145,9 +146,9 @@ def run_stack_policy(rule_id: str, resources: list[PolicyResource]) -> list[tupl
 
 
 def test_a_stack_policy_links_resources_through_their_dependencies(stack_config: dict[str, Any]) -> None:
-    bucket = policy_resource(rules.S3_BUCKET, "data", {"bucket": "ml-dev-training"}, [])
-    flags = {flag: True for flag in rules.PUBLIC_ACCESS_BLOCK_FLAGS}
-    block = policy_resource(rules.S3_PUBLIC_ACCESS_BLOCK, "data", {"bucket": "data-id", **flags}, [bucket])
+    bucket = policy_resource(declared.S3_BUCKET, "data", {"bucket": "ml-dev-training"}, [])
+    flags = {flag: True for flag in security.PUBLIC_ACCESS_BLOCK_FLAGS}
+    block = policy_resource(declared.S3_PUBLIC_ACCESS_BLOCK, "data", {"bucket": "data-id", **flags}, [bucket])
     assert run_stack_policy("no-public-buckets", [bucket, block]) == []
     [(message, urn)] = run_stack_policy("no-public-buckets", [bucket])
     assert urn == bucket.urn and "BucketPublicAccessBlock" in message

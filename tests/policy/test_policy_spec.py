@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import platform_of
 
-from components.checks import rules
+from components.checks.rules import base
 from components.spec import SpecError, parse_spec
 
 
@@ -27,27 +27,27 @@ def problems(policy: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_limits_default_to_16_nodes_per_pool_and_256_gpus() -> None:
-    ctx = rules.context_of(parse())
+    ctx = base.context_of(parse())
     assert (ctx.max_nodes_per_pool, ctx.max_gpus, ctx.overrides) == (16, 256, {})
 
 
 @pytest.mark.parametrize("environment, allowed", [("dev", True), ("staging", True), ("prod", False)])
 def test_spot_is_allowed_outside_prod_by_default(environment: str, allowed: bool) -> None:
-    assert rules.context_of(parse(environment=environment)).allow_spot is allowed
+    assert base.context_of(parse(environment=environment)).allow_spot is allowed
 
 
 def test_allow_spot_overrides_the_environment_default() -> None:
-    assert rules.context_of(parse({"allowSpot": True}, environment="prod")).allow_spot is True
+    assert base.context_of(parse({"allowSpot": True}, environment="prod")).allow_spot is True
 
 
 def test_limits_are_read_from_the_spec() -> None:
-    ctx = rules.context_of(parse({"maxNodesPerPool": 4, "maxGpus": 32}))
+    ctx = base.context_of(parse({"maxNodesPerPool": 4, "maxGpus": 32}))
     assert (ctx.max_nodes_per_pool, ctx.max_gpus) == (4, 32)
 
 
 def test_an_override_with_a_reason_reaches_the_rules() -> None:
     spec = parse({"overrides": [{"rule": "gpu-pool-scale-to-zero", "reason": "demo day: keep one node warm"}]})
-    assert rules.context_of(spec).overrides == {"gpu-pool-scale-to-zero": "demo day: keep one node warm"}
+    assert base.context_of(spec).overrides == {"gpu-pool-scale-to-zero": "demo day: keep one node warm"}
 
 
 def test_an_override_of_an_unknown_rule_is_a_spec_error() -> None:

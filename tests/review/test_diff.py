@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from components.checks import rules
-from infra.tools import review
-from infra.tools.review import Change
+from components.checks import declared
+from infra.tools.review import diff, markdown
+from infra.tools.review.diff import Change
 
 
 def record(type_token: str, name: str, inputs: dict[str, Any], parent: str | None = None, custom: bool = True, **options: Any) -> dict[str, Any]:
@@ -44,15 +44,15 @@ def node_group(**changes: Any) -> dict[str, Any]:
         "labels": {"gpu-platform.io/pool": "train"},
     }
     inputs.update(changes)
-    return record(rules.EKS_NODE_GROUP, "ml-dev-train", inputs, parent=POOL_COMPONENT)
+    return record(declared.EKS_NODE_GROUP, "ml-dev-train", inputs, parent=POOL_COMPONENT)
 
 
 def stack(*records: dict[str, Any]) -> list[dict[str, Any]]:
     return [record("gpu-platform:aws:GpuPool", "ml-dev-train", {}, custom=False), *records]
 
 
-def changed(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[review.ResourceChange]:
-    return review.diff_resources(before, after)[2]
+def changed(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[diff.ResourceChange]:
+    return diff.diff_resources(before, after)[2]
 
 
 # --- values ---------------------------------------------------------------------------------
@@ -61,37 +61,37 @@ def changed(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[r
 def test_nested_changes_are_reported_at_their_json_path() -> None:
     before = {"scalingConfig": {"minSize": 0, "maxSize": 2}, "instanceTypes": ["g6.xlarge"]}
     after = {"scalingConfig": {"minSize": 0, "maxSize": 4}, "instanceTypes": ["g6.2xlarge"]}
-    assert review.diff_values(before, after) == [
+    assert diff.diff_values(before, after) == [
         Change("instanceTypes[0]", "g6.xlarge", "g6.2xlarge"),
         Change("scalingConfig.maxSize", 2, 4),
     ]
 
 
 def test_a_subtree_present_on_one_side_is_one_change() -> None:
-    [change] = review.diff_values({}, {"launchTemplate": {"id": "lt-1", "version": "1"}})
+    [change] = diff.diff_values({}, {"launchTemplate": {"id": "lt-1", "version": "1"}})
     assert change.path == "launchTemplate" and change.after == {"id": "lt-1", "version": "1"}
 
 
 def test_named_items_are_matched_by_name_not_position() -> None:
     before = {"nodePools": [{"name": "a", "maxNodes": 1}, {"name": "b", "maxNodes": 2}]}
     after = {"nodePools": [{"name": "new", "maxNodes": 1}, {"name": "a", "maxNodes": 1}, {"name": "b", "maxNodes": 3}]}
-    assert [c.path for c in review.diff_values(before, after)] == ["nodePools[name=b].maxNodes", "nodePools[name=new]"]
+    assert [c.path for c in diff.diff_values(before, after)] == ["nodePools[name=b].maxNodes", "nodePools[name=new]"]
 
 
 def test_identical_values_have_no_changes() -> None:
     value = {"a": [1, {"b": None}], "c": {}}
-    assert review.diff_values(value, copy.deepcopy(value)) == []
+    assert diff.diff_values(value, copy.deepcopy(value)) == []
 
 
 # --- resources and replacements -------------------------------------------------------------
 
 
 def test_resources_are_added_removed_and_changed_by_type_and_name() -> None:
-    bucket = record(rules.S3_BUCKET, "data", {"bucket": "b"})
-    added, removed, diffs = review.diff_resources(stack(node_group(), bucket), stack(node_group(capacityType="ON_DEMAND"), record(rules.LAUNCH_TEMPLATE, "lt", {})))
-    assert added == [f"{rules.LAUNCH_TEMPLATE}::lt"]
-    assert removed == [f"{rules.S3_BUCKET}::data"]
-    assert [(d.key, [c.path for c in d.changes]) for d in diffs] == [(f"{rules.EKS_NODE_GROUP}::ml-dev-train", ["capacityType"])]
+    bucket = record(declared.S3_BUCKET, "data", {"bucket": "b"})
+    added, removed, diffs = diff.diff_resources(stack(node_group(), bucket), stack(node_group(capacityType="ON_DEMAND"), record(declared.LAUNCH_TEMPLATE, "lt", {})))
+    assert added == [f"{declared.LAUNCH_TEMPLATE}::lt"]
+    assert removed == [f"{declared.S3_BUCKET}::data"]
+    assert [(d.key, [c.path for c in d.changes]) for d in diffs] == [(f"{declared.EKS_NODE_GROUP}::ml-dev-train", ["capacityType"])]
 
 
 def test_an_instance_type_change_replaces_the_node_group() -> None:
@@ -117,7 +117,7 @@ def test_adding_a_launch_template_to_a_node_group_replaces_it() -> None:
 
 def gke_pool(**node_config: Any) -> dict[str, Any]:
     config = {"machineType": "g2-standard-8", "guestAccelerators": [{"type": "nvidia-l4", "count": 1}], **node_config}
-    return record(rules.GKE_NODE_POOL, "ml-dev-l4", {"nodeConfig": config, "autoscaling": {"totalMaxNodeCount": 2}})
+    return record(declared.GKE_NODE_POOL, "ml-dev-l4", {"nodeConfig": config, "autoscaling": {"totalMaxNodeCount": 2}})
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_a_gke_label_change_updates_the_node_pool_in_place() -> None:
 
 def priority_class(value: int, description: str = "") -> dict[str, Any]:
     inputs = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "training"}, "value": value, "description": description}
-    return record(rules.PRIORITY_CLASS, "training", inputs)
+    return record(declared.PRIORITY_CLASS, "training", inputs)
 
 
 def test_a_priority_class_value_change_replaces_it() -> None:
@@ -163,7 +163,7 @@ def test_renaming_a_kubernetes_object_replaces_it() -> None:
 @pytest.mark.parametrize("path_value", [("name", "ml-dev-2"), ("roleArn", "arn:aws:iam::0:role/other")])
 def test_cluster_settings_that_recreate_the_cluster_are_replacements(path_value: tuple[str, str]) -> None:
     path, value = path_value
-    before = record(rules.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "roleArn": "arn:aws:iam::0:role/eks", "version": "1.32"})
+    before = record(declared.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "roleArn": "arn:aws:iam::0:role/eks", "version": "1.32"})
     after = copy.deepcopy(before)
     after["inputs"][path] = value
     [diff] = changed([before], [after])
@@ -171,8 +171,8 @@ def test_cluster_settings_that_recreate_the_cluster_are_replacements(path_value:
 
 
 def test_a_cluster_version_upgrade_is_in_place() -> None:
-    before = record(rules.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "version": "1.32"})
-    after = record(rules.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "version": "1.33"})
+    before = record(declared.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "version": "1.32"})
+    after = record(declared.EKS_CLUSTER, "ml-dev", {"name": "ml-dev", "version": "1.33"})
     assert changed([before], [after])[0].replacing == []
 
 
@@ -215,33 +215,33 @@ def pool(name: str, **changes: Any) -> dict[str, Any]:
 
 
 def test_a_pool_resize_is_not_a_replacement() -> None:
-    [change] = review.diff_pools([pool("a")], [pool("a", maxNodes=4)], "aws")
+    [change] = diff.diff_pools([pool("a")], [pool("a", maxNodes=4)], "aws")
     assert (change.status, [c.path for c in change.changes], change.replacing) == ("changed", ["maxNodes"], [])
 
 
 def test_a_pool_instance_type_change_is_a_replacement() -> None:
-    [change] = review.diff_pools([pool("a")], [pool("a", instanceType="g6.48xlarge", gpusPerNode=8)], "aws")
+    [change] = diff.diff_pools([pool("a")], [pool("a", instanceType="g6.48xlarge", gpusPerNode=8)], "aws")
     assert change.replacing == ["gpusPerNode", "instanceType"]
 
 
 def test_a_sharing_change_replaces_only_on_gke() -> None:
     sharing = "time-slicing x4"
-    assert review.diff_pools([pool("a")], [pool("a", sharing=sharing)], "aws")[0].replacing == []
-    assert review.diff_pools([pool("a")], [pool("a", sharing=sharing)], "gcp")[0].replacing == ["sharing"]
+    assert diff.diff_pools([pool("a")], [pool("a", sharing=sharing)], "aws")[0].replacing == []
+    assert diff.diff_pools([pool("a")], [pool("a", sharing=sharing)], "gcp")[0].replacing == ["sharing"]
 
 
 def test_pools_are_added_and_removed_by_name() -> None:
-    changes = review.diff_pools([pool("a")], [pool("b")], "aws")
+    changes = diff.diff_pools([pool("a")], [pool("b")], "aws")
     assert [(c.name, c.status) for c in changes] == [("a", "removed"), ("b", "added")]
 
 
 def test_capacity_counts_gpus_and_dollars_at_min_and_max_scale() -> None:
-    cap = review.capacity([pool("a", minNodes=1), pool("b", gpusPerNode=1, maxNodes=3, usdPerNodeHour=1.0)])
+    cap = diff.capacity([pool("a", minNodes=1), pool("b", gpusPerNode=1, maxNodes=3, usdPerNodeHour=1.0)])
     assert (cap.max_gpus, cap.usd_min, cap.usd_max) == (11, pytest.approx(4.6), pytest.approx(12.2))
 
 
 def test_existing_nodes_have_gpus_but_no_price() -> None:
-    cap = review.capacity([pool("a", usdPerNodeHour=None, instanceType=None)])
+    cap = diff.capacity([pool("a", usdPerNodeHour=None, instanceType=None)])
     assert (cap.max_gpus, cap.usd_min, cap.usd_max) == (8, None, None)
 
 
@@ -256,34 +256,34 @@ def snapshot(records: list[dict[str, Any]], pools: list[dict[str, Any]], **platf
 def test_the_components_diagram_marks_changed_components() -> None:
     before = snapshot(stack(node_group()), [pool("train")])
     after = snapshot(stack(node_group(instanceTypes=["g6.48xlarge"])), [pool("train")])
-    text = "\n".join(review.mermaid(review.review_stack("dev-aws", before, after)))
+    text = "\n".join(markdown.mermaid(diff.review_stack("dev-aws", before, after)))
     assert 'c0["aws:GpuPool<br/>ml-dev-train (1)"]' in text
     assert "stack --> c0" in text and "class c0 changed" in text
 
 
 def test_identical_snapshots_are_unchanged_and_render_one_line() -> None:
     snap = snapshot(stack(node_group()), [pool("train")])
-    result = review.review_stack("dev-aws", snap, copy.deepcopy(snap))
+    result = diff.review_stack("dev-aws", snap, copy.deepcopy(snap))
     assert result.status == "unchanged"
-    assert review.render([result], "main", "0" * 40).splitlines()[-1] == "- `dev-aws`: no changes"
+    assert markdown.render([result], "main", "0" * 40).splitlines()[-1] == "- `dev-aws`: no changes"
 
 
 def test_the_report_is_the_same_text_for_the_same_inputs() -> None:
     before = snapshot(stack(node_group()), [pool("train")])
-    after = snapshot(stack(node_group(instanceTypes=["g6.48xlarge"]), record(rules.S3_BUCKET, "data", {})), [pool("train", maxNodes=3)])
-    first = review.render([review.review_stack("dev-aws", before, after)], "main", "a" * 40)
-    second = review.render([review.review_stack("dev-aws", copy.deepcopy(before), copy.deepcopy(after))], "main", "a" * 40)
+    after = snapshot(stack(node_group(instanceTypes=["g6.48xlarge"]), record(declared.S3_BUCKET, "data", {})), [pool("train", maxNodes=3)])
+    first = markdown.render([diff.review_stack("dev-aws", before, after)], "main", "a" * 40)
+    second = markdown.render([diff.review_stack("dev-aws", copy.deepcopy(before), copy.deepcopy(after))], "main", "a" * 40)
     assert first == second
-    assert f"`{rules.EKS_NODE_GROUP}::ml-dev-train`: **replaced**" in first
+    assert f"`{declared.EKS_NODE_GROUP}::ml-dev-train`: **replaced**" in first
 
 
 INVALID = {"error": "stacks/Pulumi.dev-aws.yaml: platform.cloud: expected 'aws'"}
 
 
 def test_a_stack_invalid_in_the_working_tree_shows_its_spec_errors() -> None:
-    result = review.review_stack("dev-aws", snapshot(stack(node_group()), [pool("train")]), INVALID)
+    result = diff.review_stack("dev-aws", snapshot(stack(node_group()), [pool("train")]), INVALID)
     assert result.status == "invalid"
-    assert review.render_stack(result) == [
+    assert markdown.render_stack(result) == [
         "### `dev-aws`: invalid",
         "",
         "The stack file in the working tree is invalid; nothing was synthesized or compared:",
@@ -298,8 +298,8 @@ def test_a_stack_invalid_in_the_working_tree_shows_its_spec_errors() -> None:
 @pytest.mark.parametrize(("base_invalid", "head_invalid", "sides"), [(True, False, "base"), (False, True, "working tree"), (True, True, "base and working tree")])
 def test_an_invalid_stack_shows_no_policy_capacity_or_resource_figures(base_invalid: bool, head_invalid: bool, sides: str) -> None:
     valid = snapshot(stack(node_group()), [pool("train")])
-    result = review.review_stack("dev-aws", INVALID if base_invalid else valid, INVALID if head_invalid else copy.deepcopy(valid))
-    text = review.render([result], "main", "0" * 40)
+    result = diff.review_stack("dev-aws", INVALID if base_invalid else valid, INVALID if head_invalid else copy.deepcopy(valid))
+    text = markdown.render([result], "main", "0" * 40)
     assert f"| `dev-aws` | invalid ({sides}) | - | - | - | - | - |" in text.splitlines()
     assert "pass" not in text and "→" not in text and "**Resources**" not in text
     assert text.count("platform.cloud: expected 'aws'") == base_invalid + head_invalid
@@ -308,18 +308,18 @@ def test_an_invalid_stack_shows_no_policy_capacity_or_resource_figures(base_inva
 def test_a_replaced_node_group_is_one_replacement() -> None:
     before = snapshot(stack(node_group()), [pool("train")])
     after = snapshot(stack(node_group(instanceTypes=["g6.48xlarge"])), [pool("train", instanceType="g6.48xlarge")])
-    result = review.review_stack("dev-aws", before, after)
+    result = diff.review_stack("dev-aws", before, after)
     assert result.replacements == 1
-    warnings = [line for line in review.render_stack(result) if line.startswith("> - ")]
+    warnings = [line for line in markdown.render_stack(result) if line.startswith("> - ")]
     assert warnings == [
         "> - pool `train`: `instanceType` g6.12xlarge → g6.48xlarge replaces the pool's node group / node pool"
-        f" (`{rules.EKS_NODE_GROUP}::ml-dev-train`): its nodes are recreated and running pods evicted"
+        f" (`{declared.EKS_NODE_GROUP}::ml-dev-train`): its nodes are recreated and running pods evicted"
     ]
 
 
 def test_a_pool_replacement_without_its_resource_replaced_still_counts_once() -> None:
     records = stack(node_group())
-    result = review.review_stack(
+    result = diff.review_stack(
         "dev-aws", snapshot(records, [pool("train")]), snapshot(copy.deepcopy(records), [pool("train", capacity="on-demand")])
     )
     assert result.replacements == 1

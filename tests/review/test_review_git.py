@@ -12,9 +12,9 @@ import pytest
 import yaml
 from helpers import REPO
 
-from components.checks import rules
+from components.checks import declared
 from infra import cli
-from infra.tools import review
+from infra.tools.review import diff, trees
 
 GIT = ["git", "-c", "user.name=review-test", "-c", "user.email=review-test@example.invalid"]
 
@@ -62,22 +62,22 @@ def changed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def changed_reviews(changed_repo: Path) -> dict[str, review.StackReview]:
+def changed_reviews(changed_repo: Path) -> dict[str, diff.StackReview]:
     root = changed_repo
-    sha = review.resolve_commit(root, "HEAD")
-    with review.base_worktree(root, sha) as base:
-        rels = review.stack_paths([], root, [base, root])
-        snaps = review.snapshots({"base": base, "working": root}, rels)
+    sha = trees.resolve_commit(root, "HEAD")
+    with trees.base_worktree(root, sha) as base:
+        rels = trees.stack_paths([], root, [base, root])
+        snaps = trees.snapshots({"base": base, "working": root}, rels)
     stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
-    return {s: review.review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks}
+    return {s: diff.review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks}
 
 
 @pytest.fixture(scope="module")
 def changed_report(changed_repo: Path) -> str:
-    return review.run("HEAD", [], cwd=changed_repo)
+    return trees.run("HEAD", [], cwd=changed_repo)
 
 
-def test_only_the_edited_stack_changes(changed_reviews: dict[str, review.StackReview]) -> None:
+def test_only_the_edited_stack_changes(changed_reviews: dict[str, diff.StackReview]) -> None:
     assert {s: r.status for s, r in changed_reviews.items()} == {
         "dev-aws": "changed",
         "dev-gcp": "unchanged",
@@ -87,7 +87,7 @@ def test_only_the_edited_stack_changes(changed_reviews: dict[str, review.StackRe
     }
 
 
-def test_the_stack_file_diff_is_exactly_the_scripted_change(changed_reviews: dict[str, review.StackReview]) -> None:
+def test_the_stack_file_diff_is_exactly_the_scripted_change(changed_reviews: dict[str, diff.StackReview]) -> None:
     assert [c.path for c in changed_reviews["dev-aws"].settings] == [
         "gpu-platform:platform.nodePools[name=l4-shared].maxNodes",
         "gpu-platform:platform.nodePools[name=l4-train].instanceType",
@@ -95,7 +95,7 @@ def test_the_stack_file_diff_is_exactly_the_scripted_change(changed_reviews: dic
     ]
 
 
-def test_pools_are_resized_retyped_and_added(changed_reviews: dict[str, review.StackReview]) -> None:
+def test_pools_are_resized_retyped_and_added(changed_reviews: dict[str, diff.StackReview]) -> None:
     pools = {p.name: (p.status, [c.path for c in p.changes]) for p in changed_reviews["dev-aws"].pools}
     assert pools == {
         "l4-shared": ("changed", ["maxNodes"]),
@@ -104,16 +104,16 @@ def test_pools_are_resized_retyped_and_added(changed_reviews: dict[str, review.S
     }
 
 
-def test_only_the_instance_type_change_is_a_replacement(changed_reviews: dict[str, review.StackReview]) -> None:
+def test_only_the_instance_type_change_is_a_replacement(changed_reviews: dict[str, diff.StackReview]) -> None:
     result = changed_reviews["dev-aws"]
     assert {p.name for p in result.pools if p.replacing} == {"l4-train"}
     # Once the wings declare node groups / node pools, the replaced resources are l4-train's.
     assert all("l4-train" in c.key for c in result.changed if c.replacing)
-    pool_resources = [c for c in result.changed if c.key.split("::")[0] in (rules.EKS_NODE_GROUP, rules.GKE_NODE_POOL)]
+    pool_resources = [c for c in result.changed if c.key.split("::")[0] in (declared.EKS_NODE_GROUP, declared.GKE_NODE_POOL)]
     assert all(bool(c.replacing) == ("l4-train" in c.key) for c in pool_resources)
 
 
-def test_new_resources_belong_to_the_new_pool_and_none_are_removed(changed_reviews: dict[str, review.StackReview]) -> None:
+def test_new_resources_belong_to_the_new_pool_and_none_are_removed(changed_reviews: dict[str, diff.StackReview]) -> None:
     result = changed_reviews["dev-aws"]
     assert result.removed == []
     assert all("l40s" in key for key in result.added)
@@ -128,7 +128,7 @@ def test_the_report_shows_capacity_and_the_replacement_warning(changed_report: s
 
 
 def test_the_report_is_stable_for_identical_inputs(changed_repo: Path, changed_report: str) -> None:
-    assert review.run("HEAD", [], cwd=changed_repo) == changed_report
+    assert trees.run("HEAD", [], cwd=changed_repo) == changed_report
 
 
 def test_the_base_worktree_is_removed_afterwards(changed_repo: Path, changed_report: str) -> None:
@@ -153,7 +153,7 @@ def test_added_and_removed_stack_files_are_reported_as_such(tmp_path: Path) -> N
     stacks = repo / "stacks"
     shutil.copy(stacks / "Pulumi.dev-aws.yaml", stacks / "Pulumi.staging-aws.yaml")
     (stacks / "Pulumi.onprem.yaml").unlink()
-    report = review.run("HEAD", ["staging-aws", "onprem"], cwd=repo)
+    report = trees.run("HEAD", ["staging-aws", "onprem"], cwd=repo)
     assert "| `staging-aws` | added |" in report
     assert "| `onprem` | removed |" in report
     assert "`dev-aws`" not in report

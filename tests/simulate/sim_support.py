@@ -3,7 +3,7 @@ scenario depends on is written in the test."""
 
 from __future__ import annotations
 
-from infra.tools.simulate import engine, model
+from infra.tools.simulate import model, state
 from infra.tools.simulate.trace import TraceJob
 
 TIERS = {
@@ -110,9 +110,9 @@ def job(
     return TraceJob(job_id, submit, team, tier, pool, nodes, gpus, duration, checkpoint, line=0)
 
 
-def outcomes(result: engine.Result) -> dict[str, engine.JobOutcome]:
+def outcomes(result: state.Result) -> dict[str, state.JobOutcome]:
     return {j.id: j for j in result.jobs}
 
 
-def segments(result: engine.Result, job_id: str) -> list[tuple[float, float, str]]:
+def segments(result: state.Result, job_id: str) -> list[tuple[float, float, str]]:
     return [(s.start, s.end, s.end_reason) for s in result.segments if s.job == job_id]

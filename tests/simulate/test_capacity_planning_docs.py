@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import REPO
 
-from infra.tools.simulate import engine, model
+from infra.tools.simulate import model, state
 
 DOC = (REPO / "docs" / "capacity-planning.md").read_text()
 TABLE = [line for line in DOC.splitlines() if line.startswith("| ")]
@@ -23,8 +23,8 @@ def test_the_other_defaults_are_in_the_parameter_table() -> None:
     assert (model.AUTOSCALER_UNNEEDED_S, model.AUTOSCALER_DELAY_AFTER_ADD_S) == (600, 600) and "10 min, 10 min" in rows
     assert model.KUEUE_PODS_READY_TIMEOUT_S == 1800 and "30 min, 30 min" in rows
     assert (model.KUEUE_BACKOFF_BASE_S, model.KUEUE_BACKOFF_MAX_S) == (60, 3600) and "60 s doubling to 3600 s" in rows
-    assert engine.STALL_CYCLES == 2 and "2 x (30 + 60) min" in rows
-    assert engine.RUN_CAP == 10 and "10 x the longest job" in rows
+    assert state.STALL_CYCLES == 2 and "2 x (30 + 60) min" in rows
+    assert state.RUN_CAP == 10 and "10 x the longest job" in rows
 
 
 def test_the_documented_plots_exist() -> None:

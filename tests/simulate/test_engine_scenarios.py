@@ -1,5 +1,5 @@
 """Hand-computed simulations: each scenario's waits, ends, losses and costs are worked out in the
-comments from the rules in infra/simulate/engine.py, then checked exactly."""
+comments from the rules in infra/tools/simulate/engine.py, then checked exactly."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import random
 import pytest
 from sim_support import job, outcomes, pool, queue, segments, stack
 
-from infra.tools.simulate import engine
+from infra.tools.simulate import engine, state
 
 
-def node_steps(p: engine.PoolOutcome) -> list[tuple[float, int]]:
+def node_steps(p: state.PoolOutcome) -> list[tuple[float, int]]:
     steps: list[tuple[float, int]] = []
     for time, nodes, _ in p.series:
         if not steps or steps[-1][1] != nodes:
@@ -211,7 +211,7 @@ def test_the_horizon_cuts_running_jobs_and_leaves_them_unfinished() -> None:
     assert result.horizon == 400
 
 
-def packing_run(most_allocated: bool) -> dict[str, engine.JobOutcome]:
+def packing_run(most_allocated: bool) -> dict[str, state.JobOutcome]:
     # Two MIG nodes of 4 slots; three 1-slot jobs, then one asking for a whole node's 4 slots.
     sim = stack(
         [pool("m", slots=4, gpus=1, sharing="mig", min_nodes=2, max_nodes=2, autoscaled=False)],
@@ -260,6 +260,6 @@ def test_a_job_that_keeps_losing_its_work_ends_unfinished_at_the_run_cap() -> No
         [queue("a", {"spot": 8}, cohort=None)],
     )
     result = engine.simulate(sim, [job("j", 0, "a", pool="spot", duration=4 * 3600)], seed=3)
-    stall = engine.STALL_CYCLES * (1800 + 3600)
-    assert result.horizon == engine.RUN_CAP * 4 * 3600 + stall
+    stall = state.STALL_CYCLES * (1800 + 3600)
+    assert result.horizon == state.RUN_CAP * 4 * 3600 + stall
     assert outcomes(result)["j"].status == "unfinished" and outcomes(result)["j"].interruptions > 100

@@ -11,21 +11,22 @@ import yaml
 
 from components.facts import catalog
 from infra import synth
-from infra.tools.simulate import model
+from infra.tools.simulate import model, objects
+from infra.tools.simulate.build import stack_model
 
 Synthesized = Callable[[str], synth.Synthesis]
 
 
 def build(synthesized: Synthesized, stack: str, overrides: model.Overrides | None = None) -> model.StackModel:
     result = synthesized(stack)
-    return model.build(stack, result.resources, result.outputs, overrides)
+    return stack_model(stack, result.resources, result.outputs, overrides)
 
 
 def edited(synthesized: Synthesized, stack: str, edit: Callable[[list[dict[str, Any]]], None]) -> model.StackModel:
     result = synthesized(stack)
     resources = copy.deepcopy(result.resources)
     edit(resources)
-    return model.build(stack, resources, result.outputs)
+    return stack_model(stack, resources, result.outputs)
 
 
 def one(resources: list[dict[str, Any]], type_token: str, name: str) -> dict[str, Any]:
@@ -151,9 +152,9 @@ def test_a_configured_pods_ready_timeout_is_read(synthesized: Synthesized) -> No
 
 
 def test_go_durations_read_as_seconds() -> None:
-    assert [model.duration_s(t) for t in ("15m", "1h30m", "90s", "500ms")] == [900, 5400, 90, 0.5]
+    assert [objects.duration_s(t) for t in ("15m", "1h30m", "90s", "500ms")] == [900, 5400, 90, 0.5]
     with pytest.raises(model.ModelError):
-        model.duration_s("15 minutes")
+        objects.duration_s("15 minutes")
 
 
 def test_every_catalog_family_has_a_scale_up_figure() -> None:

@@ -14,7 +14,7 @@ import pytest
 from sim_support import pool, queue, stack
 
 from infra import synth
-from infra.tools.simulate import engine, model, report
+from infra.tools.simulate import build, engine, model, report, state
 from infra.tools.simulate.trace import TraceJob
 
 Synthesized = Callable[[str], synth.Synthesis]
@@ -83,7 +83,7 @@ def lending_stack() -> model.StackModel:
 def stacks(synthesized: Synthesized) -> dict[str, model.StackModel]:
     def built(name: str) -> model.StackModel:
         result = synthesized(name)
-        return model.build(name, result.resources, result.outputs)
+        return build.stack_model(name, result.resources, result.outputs)
 
     return {
         "dev-aws": spot_heavy(built("dev-aws")),
@@ -93,7 +93,7 @@ def stacks(synthesized: Synthesized) -> dict[str, model.StackModel]:
     }
 
 
-def runs(stacks: dict[str, model.StackModel]) -> Iterable[tuple[model.StackModel, list[TraceJob], engine.Result]]:
+def runs(stacks: dict[str, model.StackModel]) -> Iterable[tuple[model.StackModel, list[TraceJob], state.Result]]:
     for name, stack_model in stacks.items():
         for seed in SEEDS:
             trace = random_trace(stack_model, random.Random(f"{name}:{seed}"), 150)
@@ -101,7 +101,7 @@ def runs(stacks: dict[str, model.StackModel]) -> Iterable[tuple[model.StackModel
 
 
 @pytest.fixture(scope="module")
-def results(stacks: dict[str, model.StackModel]) -> list[tuple[model.StackModel, list[TraceJob], engine.Result]]:
+def results(stacks: dict[str, model.StackModel]) -> list[tuple[model.StackModel, list[TraceJob], state.Result]]:
     return list(runs(stacks))
 
 
@@ -178,7 +178,7 @@ def test_every_finished_job_ran_its_duration_plus_its_lost_work(results: list) -
 def test_segments_of_a_job_never_overlap_and_lie_after_its_submission(results: list) -> None:
     for _, trace, result in results:
         submitted = {j.id: j.submit_s for j in trace}
-        by_job: dict[str, list[engine.Segment]] = defaultdict(list)
+        by_job: dict[str, list[state.Segment]] = defaultdict(list)
         for s in result.segments:
             by_job[s.job].append(s)
         for job_id, segments in by_job.items():

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from components.checks import fit
+from components.checks.fit import proof
 from components.jobs import renderer
 from components.kubernetes import pod_security
 from components.kubernetes.queues import queue_plan
@@ -63,7 +63,7 @@ def rendered_pods(spec: PlatformSpec) -> list[tuple[str, dict[str, Any]]]:
     found: list[tuple[str, dict[str, Any]]] = []
     for pool in pools:
         for team in queue_plan(spec, pools).teams:
-            for request in fit.proof_requests(spec, pool, team.team):
+            for request in proof.proof_requests(spec, pool, team.team):
                 jobset = renderer.render(spec, request)
                 pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
                 found.append((jobset["metadata"]["namespace"], pod))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from components.facts import catalog
 from infra import synth
-from infra.tools.simulate import engine, model, report, trace
+from infra.tools.simulate import build, engine, model, report, trace
 
 
 class UsageError(Exception):
@@ -58,13 +58,13 @@ def prepare(stack: str, synthesis: synth.Synthesis, options: Options) -> tuple[m
     problems: list[str] = []
     if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and options.horizon_s > 0):
         problems.append(f"--horizon-s: expected a number of seconds > 0, got {options.horizon_s:g}")
-    plain = model.build(stack, synthesis.resources, synthesis.outputs)
+    plain = build.stack_model(stack, synthesis.resources, synthesis.outputs)
     pools = [p.name for p in plain.pools]
     overrides = model.Overrides(
         spot_rates=pool_figures(options.spot_rates, "--spot-rate", pools, problems),
         scale_up_s=pool_figures(options.scale_up_s, "--scale-up-s", pools, problems),
     )
-    stack_model = model.build(stack, synthesis.resources, synthesis.outputs, overrides)
+    stack_model = build.stack_model(stack, synthesis.resources, synthesis.outputs, overrides)
     names = trace.StackNames(teams=stack_model.teams, tiers=stack_model.tiers, pools=pools)
     jobs: list[trace.TraceJob] = []
     try:

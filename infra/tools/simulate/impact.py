@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from components.facts import catalog
-from infra.tools.review import StackReview
-from infra.tools.simulate import engine, model, report, trace
+from infra.tools.review.diff import StackReview
+from infra.tools.simulate import build, engine, model, report, trace
 
 SEED = 0
 
@@ -25,7 +25,7 @@ def _simulated(stack: str, snapshot: Mapping[str, Any] | None, rows: list[list[s
     if "error" in snapshot:
         return "the stack file is invalid"
     try:
-        stack_model = model.build(stack, snapshot["resources"], snapshot["outputs"])
+        stack_model = build.stack_model(stack, snapshot["resources"], snapshot["outputs"])
         names = trace.StackNames(teams=stack_model.teams, tiers=stack_model.tiers, pools=[p.name for p in stack_model.pools])
         jobs = trace.parse(rows, source, names)
     except model.ModelError as exc:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from components.facts import catalog
-from infra.tools.simulate.engine import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
 from infra.tools.simulate.model import StackModel
+from infra.tools.simulate.state import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
 
 JOB_COLUMNS = (
     "id", "team", "tier", "pool", "submit_s", "first_start_s", "end_s", "wait_s",

@@ -9,8 +9,9 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from components.checks import isolation, rules
+from components.checks import declared, isolation
 from components.checks.declared import Resource
+from components.checks.rules import base, registry
 from infra.synth import Synthesis
 
 Synthesized = Callable[[str], Synthesis]
@@ -18,15 +19,15 @@ TENANCY_RULES = ("kueue-manages-team-namespaces", "team-identity-isolated", "tea
 
 
 def resources_of(result: Synthesis) -> list[Resource]:
-    return rules.from_synthesis(copy.deepcopy(result.resources))
+    return base.from_synthesis(copy.deepcopy(result.resources))
 
 
-def violations(resources: list[Resource], stack: str) -> list[rules.Violation]:
+def violations(resources: list[Resource], stack: str) -> list[base.Violation]:
     from helpers import platform_of
     from k8s_support import spec_of
 
-    ctx = rules.context_of(spec_of(platform_of(stack)))
-    return [v for rule in TENANCY_RULES for v in rules.CHECKS[rule](resources, ctx)]
+    ctx = base.context_of(spec_of(platform_of(stack)))
+    return [v for rule in TENANCY_RULES for v in registry.CHECKS[rule](resources, ctx)]
 
 
 def find(resources: list[Resource], type_token: str, name: str) -> Resource:
@@ -74,7 +75,7 @@ def test_a_selector_that_misses_a_team_namespace_fails(synthesized: Synthesized)
 
 def test_a_cross_team_statement_fails(synthesized: Synthesized) -> None:
     resources = resources_of(synthesized("prod-aws"))
-    policy = find(resources, rules.IAM_ROLE_POLICY, "ml-prod-storage-trainer-research")
+    policy = find(resources, declared.IAM_ROLE_POLICY, "ml-prod-storage-trainer-research")
     document = json.loads(policy.props["policy"])
     document["Statement"].append(
         {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::ml-prod-prod-training/teams/applied/*"}
@@ -85,7 +86,7 @@ def test_a_cross_team_statement_fails(synthesized: Synthesized) -> None:
 
 def test_a_bucket_wide_statement_fails_once_there_are_teams(synthesized: Synthesized) -> None:
     resources = resources_of(synthesized("prod-aws"))
-    policy = find(resources, rules.IAM_ROLE_POLICY, "ml-prod-storage-trainer-applied")
+    policy = find(resources, declared.IAM_ROLE_POLICY, "ml-prod-storage-trainer-applied")
     document = json.loads(policy.props["policy"])
     document["Statement"].append(
         {"Sid": "Everything", "Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::ml-prod-prod-training/*"}
@@ -96,7 +97,7 @@ def test_a_bucket_wide_statement_fails_once_there_are_teams(synthesized: Synthes
 
 def test_one_role_trusted_by_two_teams_fails(synthesized: Synthesized) -> None:
     resources = resources_of(synthesized("prod-aws"))
-    role = find(resources, rules.IAM_ROLE, "ml-prod-storage-trainer-research")
+    role = find(resources, declared.IAM_ROLE, "ml-prod-storage-trainer-research")
     trust = json.loads(role.props["assumeRolePolicy"])
     condition = trust["Statement"][0]["Condition"]["StringEquals"]
     sub = next(key for key in condition if key.endswith(":sub"))

@@ -17,7 +17,8 @@ from pulumi_policy.proxy import unknown_checking_proxy
 
 from components import node_resources
 from components.aws import plan
-from components.checks import fit, rules
+from components.checks.fit import proof
+from components.checks.rules import base, registry
 from components.pools import derive_pools
 from infra import cli, stackfile
 from infra.synth import Synthesis
@@ -33,8 +34,8 @@ def records(synthesized: Callable[[str], Synthesis]) -> Callable[[str], Records]
 
 
 def misfits(stack: str, records: Records) -> list[str]:
-    ctx = rules.context_of(stackfile.read(stack, REPO).spec())
-    return [v.message for v in rules.CHECKS["job-fits-pool"](rules.from_synthesis(records), ctx)]
+    ctx = base.context_of(stackfile.read(stack, REPO).spec())
+    return [v.message for v in registry.CHECKS["job-fits-pool"](base.from_synthesis(records), ctx)]
 
 
 def find(records: Records, type_suffix: str, name: str) -> dict[str, Any]:
@@ -49,14 +50,14 @@ def test_every_pool_s_largest_and_smallest_job_fits_the_example_stacks(stack: st
 def test_the_proof_renders_the_largest_and_the_smallest_job_each_pool_accepts() -> None:
     spec = stackfile.read("prod-aws", REPO).spec()
     pools = {p.name: p for p in derive_pools(spec)}
-    shapes = [(r.nodes, r.gpus_per_node) for r in fit.proof_requests(spec, pools["h100-train"], "research")]
+    shapes = [(r.nodes, r.gpus_per_node) for r in proof.proof_requests(spec, pools["h100-train"], "research")]
     assert shapes == [(8, 8), (1, 1)]
 
 
 def test_a_shared_pool_s_largest_job_is_one_slot() -> None:
     spec = stackfile.read("dev-aws", REPO).spec()
     pool = next(p for p in derive_pools(spec) if p.name == "l4-shared")
-    assert [(r.nodes, r.gpus_per_node) for r in fit.proof_requests(spec, pool, "research")] == [(1, 1)]
+    assert [(r.nodes, r.gpus_per_node) for r in proof.proof_requests(spec, pool, "research")] == [(1, 1)]
 
 
 def test_a_removed_efa_template_tag_leaves_multi_node_efa_jobs_pending(records: Callable[[str], Records]) -> None:
@@ -179,7 +180,7 @@ def test_a_pool_too_small_for_one_pod_per_node_is_a_misfit(records: Callable[[st
 def test_a_misfit_is_mandatory_and_names_the_node_group(records: Callable[[str], Records]) -> None:
     declared = [r for r in records("prod-aws") if r["name"] != f"ml-prod-h100-train:{EFA_TAG}"]
     spec = stackfile.read("prod-aws", REPO).spec()
-    [finding] = [f for f in rules.evaluate(rules.from_synthesis(declared), rules.context_of(spec)) if f.rule == "job-fits-pool"]
+    [finding] = [f for f in registry.evaluate(base.from_synthesis(declared), base.context_of(spec)) if f.rule == "job-fits-pool"]
     assert finding.blocking
     assert finding.violation.resource == "aws:eks/nodeGroup:NodeGroup::ml-prod-h100-train"
 

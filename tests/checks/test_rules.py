@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from components.checks import rules
-from components.checks.rules import UNKNOWN, Context, Resource
+from components.checks import declared
+from components.checks.declared import UNKNOWN, Resource
+from components.checks.rules import base, lifecycle, pools, registry, scheduling, security
+from components.checks.rules.base import Context
 from components.facts.rule_catalog import RULES, RULES_BY_ID
 
 DEV = Context(environment="dev", max_nodes_per_pool=16, max_gpus=256, allow_spot=True)
@@ -54,14 +56,14 @@ def node_pool(**node_config: Any) -> dict[str, Any]:
 
 
 def eks(props: dict[str, Any], **options: Any) -> Resource:
-    return res(rules.EKS_NODE_GROUP, props, name="ml-dev-train", ignore_changes=("scalingConfig.desiredSize",), **options)
+    return res(declared.EKS_NODE_GROUP, props, name="ml-dev-train", ignore_changes=("scalingConfig.desiredSize",), **options)
 
 
 def gke(props: dict[str, Any]) -> Resource:
-    return res(rules.GKE_NODE_POOL, props, name="ml-dev-train")
+    return res(declared.GKE_NODE_POOL, props, name="ml-dev-train")
 
 
-def ids(violations: list[rules.Violation]) -> list[str]:
+def ids(violations: list[base.Violation]) -> list[str]:
     return [v.rule for v in violations]
 
 
@@ -69,7 +71,7 @@ def ids(violations: list[rules.Violation]) -> list[str]:
 
 
 def test_every_catalogued_rule_has_exactly_one_check() -> None:
-    assert set(rules.CHECKS) == set(RULES_BY_ID)
+    assert set(registry.CHECKS) == set(RULES_BY_ID)
 
 
 def test_every_rule_is_described_and_mandatory_or_advisory() -> None:
@@ -87,7 +89,7 @@ def test_scale_to_zero_is_mandatory_and_overridable() -> None:
 
 @pytest.mark.parametrize("make", [lambda: eks(node_group()), lambda: gke(node_pool())])
 def test_a_tainted_gpu_pool_passes(make) -> None:
-    assert rules.gpu_pool_tainted([make()], DEV) == []
+    assert pools.gpu_pool_tainted([make()], DEV) == []
 
 
 @pytest.mark.parametrize(
@@ -95,115 +97,115 @@ def test_a_tainted_gpu_pool_passes(make) -> None:
     [eks(node_group(taints=[])), gke(node_pool(taints=[{**GPU_TAINT, "effect": "PREFER_NO_SCHEDULE"}]))],
 )
 def test_a_gpu_pool_without_the_no_schedule_taint_fails(resource: Resource) -> None:
-    assert ids(rules.gpu_pool_tainted([resource], DEV)) == ["gpu-pool-tainted"]
+    assert ids(pools.gpu_pool_tainted([resource], DEV)) == ["gpu-pool-tainted"]
 
 
 def test_a_cpu_node_group_needs_no_gpu_taint() -> None:
     cpu = node_group(instanceTypes=["m7i.large"], amiType="AL2023_x86_64_STANDARD", labels={}, taints=[])
-    assert rules.gpu_pool_tainted([eks(cpu)], DEV) == []
+    assert pools.gpu_pool_tainted([eks(cpu)], DEV) == []
 
 
 def test_taints_unknown_during_preview_do_not_fail() -> None:
-    assert rules.gpu_pool_tainted([eks(node_group(taints=UNKNOWN))], DEV) == []
+    assert pools.gpu_pool_tainted([eks(node_group(taints=UNKNOWN))], DEV) == []
 
 
 @pytest.mark.parametrize("env", [DEV, PROD])
 def test_a_gpu_pool_at_zero_passes_scale_to_zero(env: Context) -> None:
-    assert rules.gpu_pool_scale_to_zero([eks(node_group())], env) == []
+    assert pools.gpu_pool_scale_to_zero([eks(node_group())], env) == []
 
 
 def test_a_warm_gpu_pool_in_dev_fails_scale_to_zero() -> None:
     warm = eks(node_group(scalingConfig={"minSize": 1, "maxSize": 4, "desiredSize": 1}))
-    assert ids(rules.gpu_pool_scale_to_zero([warm], DEV)) == ["gpu-pool-scale-to-zero"]
+    assert ids(pools.gpu_pool_scale_to_zero([warm], DEV)) == ["gpu-pool-scale-to-zero"]
 
 
 def test_a_warm_gke_pool_in_dev_fails_scale_to_zero() -> None:
     warm = node_pool()
     warm["autoscaling"] = {"totalMinNodeCount": 2, "totalMaxNodeCount": 4}
-    assert ids(rules.gpu_pool_scale_to_zero([gke(warm)], DEV)) == ["gpu-pool-scale-to-zero"]
+    assert ids(pools.gpu_pool_scale_to_zero([gke(warm)], DEV)) == ["gpu-pool-scale-to-zero"]
 
 
 def test_a_warm_gpu_pool_in_prod_is_allowed() -> None:
     warm = eks(node_group(scalingConfig={"minSize": 1, "maxSize": 4, "desiredSize": 1}))
-    assert rules.gpu_pool_scale_to_zero([warm], PROD) == []
+    assert pools.gpu_pool_scale_to_zero([warm], PROD) == []
 
 
 def test_a_pool_within_max_nodes_passes() -> None:
-    assert rules.gpu_pool_max_nodes([eks(node_group())], DEV) == []
+    assert pools.gpu_pool_max_nodes([eks(node_group())], DEV) == []
 
 
 def test_a_pool_above_max_nodes_fails() -> None:
     big = eks(node_group(scalingConfig={"minSize": 0, "maxSize": 17, "desiredSize": 0}))
-    assert ids(rules.gpu_pool_max_nodes([big], DEV)) == ["gpu-pool-max-nodes"]
+    assert ids(pools.gpu_pool_max_nodes([big], DEV)) == ["gpu-pool-max-nodes"]
 
 
 def test_per_zone_gke_counts_are_multiplied_by_the_zones() -> None:
     pool = node_pool()
     pool["autoscaling"] = {"minNodeCount": 0, "maxNodeCount": 6}
     pool["nodeLocations"] = ["us-central1-a", "us-central1-b", "us-central1-c"]
-    assert "18 nodes" in rules.gpu_pool_max_nodes([gke(pool)], DEV)[0].message
+    assert "18 nodes" in pools.gpu_pool_max_nodes([gke(pool)], DEV)[0].message
 
 
 def test_gpus_within_the_stack_limit_pass() -> None:
     # 4 nodes x 4 GPUs + 4 nodes x 8 GPUs = 48
-    assert rules.stack_max_gpus([eks(node_group()), gke(node_pool())], DEV) == []
+    assert pools.stack_max_gpus([eks(node_group()), gke(node_pool())], DEV) == []
 
 
 def test_gpus_above_the_stack_limit_fail_on_the_stack() -> None:
     tight = Context("dev", 16, 40, True)
-    violations = rules.stack_max_gpus([eks(node_group()), gke(node_pool())], tight)
+    violations = pools.stack_max_gpus([eks(node_group()), gke(node_pool())], tight)
     assert [(v.rule, v.resource) for v in violations] == [("stack-max-gpus", None)]
     assert "48 GPUs" in violations[0].message
 
 
 def test_spot_where_allowed_passes() -> None:
-    assert rules.spot_allowed([eks(node_group(capacityType="SPOT"))], DEV) == []
+    assert pools.spot_allowed([eks(node_group(capacityType="SPOT"))], DEV) == []
 
 
 @pytest.mark.parametrize("resource", [eks(node_group(capacityType="SPOT")), gke(node_pool(spot=True)), gke(node_pool(preemptible=True))])
 def test_spot_where_not_allowed_fails(resource: Resource) -> None:
-    assert ids(rules.spot_allowed([resource], PROD)) == ["spot-allowed"]
+    assert ids(pools.spot_allowed([resource], PROD)) == ["spot-allowed"]
 
 
 # --- control plane, disks, metadata ---------------------------------------------------------
 
 
 def test_a_private_eks_endpoint_in_prod_passes() -> None:
-    cluster = res(rules.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": False, "endpointPrivateAccess": True}})
-    assert rules.prod_control_plane_private([cluster], PROD) == []
+    cluster = res(declared.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": False, "endpointPrivateAccess": True}})
+    assert security.prod_control_plane_private([cluster], PROD) == []
 
 
 @pytest.mark.parametrize("vpc", [{"endpointPublicAccess": True}, {"subnetIds": ["s"]}])
 def test_a_public_eks_endpoint_in_prod_fails_also_by_default(vpc: dict[str, Any]) -> None:
-    cluster = res(rules.EKS_CLUSTER, {"vpcConfig": vpc})
-    assert ids(rules.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
+    cluster = res(declared.EKS_CLUSTER, {"vpcConfig": vpc})
+    assert ids(security.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
 
 
 def test_a_prod_eks_endpoint_open_only_to_named_ranges_passes() -> None:
-    cluster = res(rules.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}})
-    assert rules.prod_control_plane_private([cluster], PROD) == []
+    cluster = res(declared.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]}})
+    assert security.prod_control_plane_private([cluster], PROD) == []
 
 
 def test_a_prod_eks_endpoint_open_to_anyone_fails() -> None:
     cidrs = ["203.0.113.0/24", "0.0.0.0/0"]
-    cluster = res(rules.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": cidrs}})
-    assert ids(rules.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
+    cluster = res(declared.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": cidrs}})
+    assert ids(security.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
 
 
 def test_a_public_endpoint_outside_prod_is_allowed() -> None:
-    cluster = res(rules.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True}})
-    assert rules.prod_control_plane_private([cluster], DEV) == []
+    cluster = res(declared.EKS_CLUSTER, {"vpcConfig": {"endpointPublicAccess": True}})
+    assert security.prod_control_plane_private([cluster], DEV) == []
 
 
 def test_a_gke_private_endpoint_in_prod_passes() -> None:
-    cluster = res(rules.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateEndpoint": True, "enablePrivateNodes": True}})
-    assert rules.prod_control_plane_private([cluster], PROD) == []
+    cluster = res(declared.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateEndpoint": True, "enablePrivateNodes": True}})
+    assert security.prod_control_plane_private([cluster], PROD) == []
 
 
 def test_a_gke_endpoint_behind_authorized_networks_in_prod_passes() -> None:
     authorized = {"cidrBlocks": [{"cidrBlock": "203.0.113.0/24", "displayName": "vpn"}]}
-    cluster = res(rules.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}, "masterAuthorizedNetworksConfig": authorized})
-    assert rules.prod_control_plane_private([cluster], PROD) == []
+    cluster = res(declared.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}, "masterAuthorizedNetworksConfig": authorized})
+    assert security.prod_control_plane_private([cluster], PROD) == []
 
 
 @pytest.mark.parametrize(
@@ -214,13 +216,13 @@ def test_a_gke_endpoint_behind_authorized_networks_in_prod_passes() -> None:
     ],
 )
 def test_a_gke_endpoint_authorized_for_anyone_in_prod_fails(authorized: dict[str, Any]) -> None:
-    cluster = res(rules.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}, "masterAuthorizedNetworksConfig": authorized})
-    assert ids(rules.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
+    cluster = res(declared.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}, "masterAuthorizedNetworksConfig": authorized})
+    assert ids(security.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
 
 
 def test_a_gke_public_endpoint_in_prod_fails() -> None:
-    cluster = res(rules.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}})
-    assert ids(rules.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
+    cluster = res(declared.GKE_CLUSTER, {"privateClusterConfig": {"enablePrivateNodes": True}})
+    assert ids(security.prod_control_plane_private([cluster], PROD)) == ["prod-control-plane-private"]
 
 
 def launch_template(**changes: Any) -> Resource:
@@ -229,11 +231,11 @@ def launch_template(**changes: Any) -> Resource:
         "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"encrypted": "true", "volumeSize": 200}}],
         **changes,
     }
-    return res(rules.LAUNCH_TEMPLATE, props, name="ml-dev-train")
+    return res(declared.LAUNCH_TEMPLATE, props, name="ml-dev-train")
 
 
 def test_an_encrypted_launch_template_passes() -> None:
-    assert rules.encrypted_storage([launch_template()], DEV) == []
+    assert security.encrypted_storage([launch_template()], DEV) == []
 
 
 @pytest.mark.parametrize(
@@ -241,112 +243,112 @@ def test_an_encrypted_launch_template_passes() -> None:
     [[{"deviceName": "/dev/xvda", "ebs": {"encrypted": "false"}}], [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": 200}}], []],
 )
 def test_an_unencrypted_or_unmapped_root_volume_fails(mappings: list[Any]) -> None:
-    assert ids(rules.encrypted_storage([launch_template(blockDeviceMappings=mappings)], DEV)) == ["encrypted-storage"]
+    assert ids(security.encrypted_storage([launch_template(blockDeviceMappings=mappings)], DEV)) == ["encrypted-storage"]
 
 
 def test_an_encrypted_efs_file_system_passes() -> None:
-    efs = res(rules.EFS_FILE_SYSTEM, {"encrypted": True, "kmsKeyId": "arn:aws:kms:us-west-2:0:key/k"}, name="data")
-    assert rules.encrypted_storage([efs], DEV) == []
+    efs = res(declared.EFS_FILE_SYSTEM, {"encrypted": True, "kmsKeyId": "arn:aws:kms:us-west-2:0:key/k"}, name="data")
+    assert security.encrypted_storage([efs], DEV) == []
 
 
 @pytest.mark.parametrize("props", [{"encrypted": False}, {}])
 def test_an_unencrypted_efs_file_system_fails(props: dict[str, Any]) -> None:
-    efs = res(rules.EFS_FILE_SYSTEM, props, name="data")
-    assert ids(rules.encrypted_storage([efs], DEV)) == ["encrypted-storage"]
+    efs = res(declared.EFS_FILE_SYSTEM, props, name="data")
+    assert ids(security.encrypted_storage([efs], DEV)) == ["encrypted-storage"]
 
 
 def test_a_node_group_without_launch_template_fails_encryption_and_imdsv2() -> None:
     bare = {k: v for k, v in node_group().items() if k != "launchTemplate"}
-    assert ids(rules.encrypted_storage([eks(bare)], DEV)) == ["encrypted-storage"]
-    assert ids(rules.imdsv2_required([eks(bare)], DEV)) == ["imdsv2-required"]
+    assert ids(security.encrypted_storage([eks(bare)], DEV)) == ["encrypted-storage"]
+    assert ids(security.imdsv2_required([eks(bare)], DEV)) == ["imdsv2-required"]
 
 
 def test_imdsv2_required_passes() -> None:
-    assert rules.imdsv2_required([launch_template(), eks(node_group())], DEV) == []
+    assert security.imdsv2_required([launch_template(), eks(node_group())], DEV) == []
 
 
 @pytest.mark.parametrize("options", [{"httpTokens": "optional"}, {}])
 def test_imds_v1_allowed_fails(options: dict[str, Any]) -> None:
-    assert ids(rules.imdsv2_required([launch_template(metadataOptions=options)], DEV)) == ["imdsv2-required"]
+    assert ids(security.imdsv2_required([launch_template(metadataOptions=options)], DEV)) == ["imdsv2-required"]
 
 
 # --- buckets --------------------------------------------------------------------------------
 
-BUCKET_KEY = f"{rules.S3_BUCKET}::data"
-BLOCK_ALL = {flag: True for flag in rules.PUBLIC_ACCESS_BLOCK_FLAGS}
+BUCKET_KEY = f"{declared.S3_BUCKET}::data"
+BLOCK_ALL = {flag: True for flag in security.PUBLIC_ACCESS_BLOCK_FLAGS}
 
 
 def s3_stack(block: dict[str, Any] | None = None, encryption: bool = True, acl: str | None = None) -> list[Resource]:
     bucket_props: dict[str, Any] = {"bucket": "ml-dev-training", **({"acl": acl} if acl else {})}
-    out = [res(rules.S3_BUCKET, bucket_props, name="data", protect=True)]
+    out = [res(declared.S3_BUCKET, bucket_props, name="data", protect=True)]
     if block is not None:
-        out.append(res(rules.S3_PUBLIC_ACCESS_BLOCK, {"bucket": "data-id", **block}, name="data", depends_on=(BUCKET_KEY,)))
+        out.append(res(declared.S3_PUBLIC_ACCESS_BLOCK, {"bucket": "data-id", **block}, name="data", depends_on=(BUCKET_KEY,)))
     if encryption:
         rule = {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}
-        out.append(res(rules.S3_ENCRYPTION, {"bucket": "data-id", "rules": [rule]}, name="data", depends_on=(BUCKET_KEY,)))
+        out.append(res(declared.S3_ENCRYPTION, {"bucket": "data-id", "rules": [rule]}, name="data", depends_on=(BUCKET_KEY,)))
     return out
 
 
 def test_an_s3_bucket_with_its_encryption_configuration_passes() -> None:
-    assert rules.encrypted_storage(s3_stack(BLOCK_ALL), DEV) == []
+    assert security.encrypted_storage(s3_stack(BLOCK_ALL), DEV) == []
 
 
 def test_an_s3_bucket_with_inline_encryption_passes() -> None:
     sse = {"rule": {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}}
-    bucket = res(rules.S3_BUCKET, {"serverSideEncryptionConfiguration": sse}, name="data")
-    assert rules.encrypted_storage([bucket], DEV) == []
+    bucket = res(declared.S3_BUCKET, {"serverSideEncryptionConfiguration": sse}, name="data")
+    assert security.encrypted_storage([bucket], DEV) == []
 
 
 def test_an_s3_bucket_without_encryption_fails() -> None:
-    assert ids(rules.encrypted_storage(s3_stack(BLOCK_ALL, encryption=False), DEV)) == ["encrypted-storage"]
+    assert ids(security.encrypted_storage(s3_stack(BLOCK_ALL, encryption=False), DEV)) == ["encrypted-storage"]
 
 
 def test_an_s3_bucket_with_all_public_access_blocked_passes() -> None:
-    assert rules.no_public_buckets(s3_stack(BLOCK_ALL), DEV) == []
+    assert security.no_public_buckets(s3_stack(BLOCK_ALL), DEV) == []
 
 
 @pytest.mark.parametrize("block", [None, {**BLOCK_ALL, "restrictPublicBuckets": False}])
 def test_an_s3_bucket_without_a_full_public_access_block_fails(block: dict[str, Any] | None) -> None:
-    assert ids(rules.no_public_buckets(s3_stack(block), DEV)) == ["no-public-buckets"]
+    assert ids(security.no_public_buckets(s3_stack(block), DEV)) == ["no-public-buckets"]
 
 
 def test_a_public_read_acl_fails() -> None:
-    assert ids(rules.no_public_buckets(s3_stack(BLOCK_ALL, acl="public-read"), DEV)) == ["no-public-buckets"]
+    assert ids(security.no_public_buckets(s3_stack(BLOCK_ALL, acl="public-read"), DEV)) == ["no-public-buckets"]
 
 
 def test_a_bucket_policy_open_to_anyone_fails() -> None:
     document = {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"}]}
-    policy = res(rules.S3_BUCKET_POLICY, {"policy": json.dumps(document)})
-    assert ids(rules.no_public_buckets([policy], DEV)) == ["no-public-buckets"]
+    policy = res(declared.S3_BUCKET_POLICY, {"policy": json.dumps(document)})
+    assert ids(security.no_public_buckets([policy], DEV)) == ["no-public-buckets"]
 
 
 def test_a_gcs_bucket_with_public_access_prevention_passes() -> None:
-    bucket = res(rules.GCS_BUCKET, {"publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True})
-    assert rules.no_public_buckets([bucket], DEV) == []
+    bucket = res(declared.GCS_BUCKET, {"publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True})
+    assert security.no_public_buckets([bucket], DEV) == []
 
 
 def test_a_gcs_bucket_without_public_access_prevention_fails() -> None:
-    bucket = res(rules.GCS_BUCKET, {"publicAccessPrevention": "inherited"})
-    assert ids(rules.no_public_buckets([bucket], DEV)) == ["no-public-buckets"]
+    bucket = res(declared.GCS_BUCKET, {"publicAccessPrevention": "inherited"})
+    assert ids(security.no_public_buckets([bucket], DEV)) == ["no-public-buckets"]
 
 
 @pytest.mark.parametrize("member", ["allUsers", "allAuthenticatedUsers"])
 def test_a_gcs_grant_to_everyone_fails(member: str) -> None:
-    grant = res(rules.GCS_BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": member})
-    assert ids(rules.no_public_buckets([grant], DEV)) == ["no-public-buckets"]
+    grant = res(declared.GCS_BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectViewer", "member": member})
+    assert ids(security.no_public_buckets([grant], DEV)) == ["no-public-buckets"]
 
 
 def test_a_gcs_grant_to_a_service_account_passes() -> None:
     member = "serviceAccount:trainer@p.iam.gserviceaccount.com"
-    grant = res(rules.GCS_BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectUser", "member": member})
-    assert rules.no_public_buckets([grant], DEV) == []
+    grant = res(declared.GCS_BUCKET_IAM_MEMBER, {"bucket": "b", "role": "roles/storage.objectUser", "member": member})
+    assert security.no_public_buckets([grant], DEV) == []
 
 
 # --- IAM ------------------------------------------------------------------------------------
 
 
 def iam_policy(*statements: dict[str, Any]) -> Resource:
-    return res(rules.IAM_POLICY, {"policy": json.dumps({"Version": "2012-10-17", "Statement": list(statements)})})
+    return res(declared.IAM_POLICY, {"policy": json.dumps({"Version": "2012-10-17", "Statement": list(statements)})})
 
 
 def test_scoped_iam_passes() -> None:
@@ -361,7 +363,7 @@ def test_scoped_iam_passes() -> None:
             "Condition": {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/ml-dev": "owned"}},
         },
     )
-    assert rules.no_wildcard_iam([policy], DEV) == []
+    assert security.no_wildcard_iam([policy], DEV) == []
 
 
 @pytest.mark.parametrize(
@@ -374,24 +376,24 @@ def test_scoped_iam_passes() -> None:
     ],
 )
 def test_wildcard_iam_fails(statement: dict[str, Any]) -> None:
-    assert ids(rules.no_wildcard_iam([iam_policy(statement)], DEV)) == ["no-wildcard-iam"]
+    assert ids(security.no_wildcard_iam([iam_policy(statement)], DEV)) == ["no-wildcard-iam"]
 
 
 def test_wildcards_in_a_role_inline_policy_fail() -> None:
     document = json.dumps({"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*"}})
-    role = res(rules.IAM_ROLE, {"inlinePolicies": [{"name": "all", "policy": document}]})
-    assert ids(rules.no_wildcard_iam([role], DEV)) == ["no-wildcard-iam"]
+    role = res(declared.IAM_ROLE, {"inlinePolicies": [{"name": "all", "policy": document}]})
+    assert ids(security.no_wildcard_iam([role], DEV)) == ["no-wildcard-iam"]
 
 
 def test_attaching_administrator_access_fails() -> None:
-    attachment = res(rules.IAM_ROLE_POLICY_ATTACHMENT, {"role": "r", "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"})
-    assert ids(rules.no_wildcard_iam([attachment], DEV)) == ["no-wildcard-iam"]
+    attachment = res(declared.IAM_ROLE_POLICY_ATTACHMENT, {"role": "r", "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"})
+    assert ids(security.no_wildcard_iam([attachment], DEV)) == ["no-wildcard-iam"]
 
 
 def test_a_gcp_primitive_role_fails_and_a_predefined_one_passes() -> None:
-    editor = res(rules.GCP_PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/editor", "member": "serviceAccount:x"})
-    viewer = res(rules.GCP_PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/container.viewer", "member": "serviceAccount:x"})
-    assert ids(rules.no_wildcard_iam([editor, viewer], DEV)) == ["no-wildcard-iam"]
+    editor = res(declared.GCP_PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/editor", "member": "serviceAccount:x"})
+    viewer = res(declared.GCP_PROJECT_IAM_MEMBER, {"project": "p", "role": "roles/container.viewer", "member": "serviceAccount:x"})
+    assert ids(security.no_wildcard_iam([editor, viewer], DEV)) == ["no-wildcard-iam"]
 
 
 # --- Kubernetes -----------------------------------------------------------------------------
@@ -412,7 +414,7 @@ def jobset(pod_security: dict[str, Any], container_security: dict[str, Any] | No
 
 
 def test_a_non_root_trainer_passes() -> None:
-    assert rules.trainer_non_root([jobset({"runAsNonRoot": True, "runAsUser": 1000})], DEV) == []
+    assert security.trainer_non_root([jobset({"runAsNonRoot": True, "runAsUser": 1000})], DEV) == []
 
 
 @pytest.mark.parametrize(
@@ -420,14 +422,14 @@ def test_a_non_root_trainer_passes() -> None:
     [({}, None), ({"runAsNonRoot": True}, {"runAsUser": 0}), ({"runAsUser": 0}, None), ({"runAsNonRoot": True}, {"runAsNonRoot": False})],
 )
 def test_a_trainer_that_may_run_as_root_fails(pod: dict[str, Any], container: dict[str, Any] | None) -> None:
-    assert ids(rules.trainer_non_root([jobset(pod, container)], DEV)) == ["trainer-non-root"]
+    assert ids(security.trainer_non_root([jobset(pod, container)], DEV)) == ["trainer-non-root"]
 
 
 def test_pods_of_other_service_accounts_are_not_trainers() -> None:
     job = jobset({})
     pod_spec = job.props["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod_spec["serviceAccountName"] = "kueue-controller"
-    assert rules.trainer_non_root([job], DEV) == []
+    assert security.trainer_non_root([job], DEV) == []
 
 
 def priority_class(value: int, name: str = "training", preemption: str = "PreemptLowerPriority") -> Resource:
@@ -438,62 +440,62 @@ def priority_class(value: int, name: str = "training", preemption: str = "Preemp
         "value": value,
         "preemptionPolicy": preemption,
     }
-    return res(rules.PRIORITY_CLASS, props, name=name)
+    return res(declared.PRIORITY_CLASS, props, name=name)
 
 
 @pytest.mark.parametrize("value", [-10, 0, 1_000_000_000])
 def test_priority_values_in_range_pass(value: int) -> None:
-    assert rules.priority_class_range([priority_class(value)], DEV) == []
-    assert rules.priority_class_autoscaler_cutoff([priority_class(value)], DEV) == []
+    assert scheduling.priority_class_range([priority_class(value)], DEV) == []
+    assert scheduling.priority_class_autoscaler_cutoff([priority_class(value)], DEV) == []
 
 
 def test_a_priority_above_the_user_range_fails() -> None:
-    assert ids(rules.priority_class_range([priority_class(1_000_000_001)], DEV)) == ["priority-class-range"]
+    assert ids(scheduling.priority_class_range([priority_class(1_000_000_001)], DEV)) == ["priority-class-range"]
 
 
 def test_a_system_prefixed_priority_class_fails() -> None:
-    assert ids(rules.priority_class_range([priority_class(100, "system-gpu")], DEV)) == ["priority-class-range"]
+    assert ids(scheduling.priority_class_range([priority_class(100, "system-gpu")], DEV)) == ["priority-class-range"]
 
 
 def test_a_preempting_priority_below_the_autoscaler_cutoff_is_flagged() -> None:
-    assert ids(rules.priority_class_autoscaler_cutoff([priority_class(-11)], DEV)) == ["priority-class-autoscaler-cutoff"]
+    assert ids(scheduling.priority_class_autoscaler_cutoff([priority_class(-11)], DEV)) == ["priority-class-autoscaler-cutoff"]
 
 
 def test_a_never_preempting_priority_below_the_cutoff_passes() -> None:
-    assert rules.priority_class_autoscaler_cutoff([priority_class(-100, preemption="Never")], DEV) == []
+    assert scheduling.priority_class_autoscaler_cutoff([priority_class(-100, preemption="Never")], DEV) == []
 
 
 # --- protection and drift -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("type_token", [rules.EKS_CLUSTER, rules.GKE_CLUSTER, rules.S3_BUCKET, rules.GCS_BUCKET])
+@pytest.mark.parametrize("type_token", [declared.EKS_CLUSTER, declared.GKE_CLUSTER, declared.S3_BUCKET, declared.GCS_BUCKET])
 def test_protected_clusters_and_buckets_pass_in_prod(type_token: str) -> None:
-    assert rules.prod_protected([res(type_token, {}, protect=True)], PROD) == []
+    assert lifecycle.prod_protected([res(type_token, {}, protect=True)], PROD) == []
 
 
-@pytest.mark.parametrize("type_token", [rules.EKS_CLUSTER, rules.GKE_CLUSTER, rules.S3_BUCKET, rules.GCS_BUCKET])
+@pytest.mark.parametrize("type_token", [declared.EKS_CLUSTER, declared.GKE_CLUSTER, declared.S3_BUCKET, declared.GCS_BUCKET])
 def test_unprotected_clusters_and_buckets_fail_in_prod(type_token: str) -> None:
-    assert ids(rules.prod_protected([res(type_token, {})], PROD)) == ["prod-protected"]
+    assert ids(lifecycle.prod_protected([res(type_token, {})], PROD)) == ["prod-protected"]
 
 
 def test_unprotected_resources_are_fine_in_dev() -> None:
-    assert rules.prod_protected([res(rules.EKS_CLUSTER, {})], DEV) == []
+    assert lifecycle.prod_protected([res(declared.EKS_CLUSTER, {})], DEV) == []
 
 
 def test_an_ignored_desired_size_passes_drift() -> None:
-    assert rules.autoscaler_drift_ignored([eks(node_group())], DEV) == []
+    assert lifecycle.autoscaler_drift_ignored([eks(node_group())], DEV) == []
 
 
 def test_a_managed_desired_size_is_flagged_for_drift() -> None:
-    group = res(rules.EKS_NODE_GROUP, node_group(), name="g")
-    assert ids(rules.autoscaler_drift_ignored([group], DEV)) == ["autoscaler-drift-ignored"]
+    group = res(declared.EKS_NODE_GROUP, node_group(), name="g")
+    assert ids(lifecycle.autoscaler_drift_ignored([group], DEV)) == ["autoscaler-drift-ignored"]
 
 
 def test_a_gke_node_count_on_an_autoscaled_pool_needs_ignore_changes() -> None:
     pool = {**node_pool(), "initialNodeCount": 0}
-    assert ids(rules.autoscaler_drift_ignored([gke(pool)], DEV)) == ["autoscaler-drift-ignored"]
-    ignored = res(rules.GKE_NODE_POOL, pool, ignore_changes=("initialNodeCount",))
-    assert rules.autoscaler_drift_ignored([ignored], DEV) == []
+    assert ids(lifecycle.autoscaler_drift_ignored([gke(pool)], DEV)) == ["autoscaler-drift-ignored"]
+    ignored = res(declared.GKE_NODE_POOL, pool, ignore_changes=("initialNodeCount",))
+    assert lifecycle.autoscaler_drift_ignored([ignored], DEV) == []
 
 
 # --- levels and overrides -------------------------------------------------------------------
@@ -501,38 +503,38 @@ def test_a_gke_node_count_on_an_autoscaled_pool_needs_ignore_changes() -> None:
 
 def test_a_compliant_stack_has_no_findings() -> None:
     stack = [eks(node_group()), launch_template(), *s3_stack(BLOCK_ALL), priority_class(100)]
-    assert rules.evaluate(stack, DEV) == []
+    assert registry.evaluate(stack, DEV) == []
 
 
 def test_findings_carry_the_rule_enforcement() -> None:
-    findings = rules.evaluate([priority_class(-100)], DEV)
+    findings = registry.evaluate([priority_class(-100)], DEV)
     assert [(f.rule, f.level, f.blocking) for f in findings] == [("priority-class-autoscaler-cutoff", "advisory", False)]
 
 
 def test_an_override_turns_a_mandatory_violation_into_a_reasoned_line() -> None:
     waived = Context("dev", 16, 256, True, {"gpu-pool-scale-to-zero": "eval pool must answer in seconds"})
     warm = eks(node_group(scalingConfig={"minSize": 1, "maxSize": 4, "desiredSize": 1}))
-    [finding] = rules.evaluate([warm], waived)
+    [finding] = registry.evaluate([warm], waived)
     assert (finding.level, finding.blocking) == ("overridden", False)
     assert finding.message.startswith("overridden (eval pool must answer in seconds): ")
 
 
 def test_an_override_does_not_waive_a_rule_that_is_not_overridable() -> None:
     ctx = Context("dev", 16, 256, True, {"gpu-pool-tainted": "trust me"})
-    [finding] = rules.evaluate([eks(node_group(taints=[]))], ctx)
+    [finding] = registry.evaluate([eks(node_group(taints=[]))], ctx)
     assert finding.level == "mandatory"
 
 
 def test_synth_records_become_resources_with_their_options() -> None:
     record = {
-        "type": rules.EKS_NODE_GROUP,
+        "type": declared.EKS_NODE_GROUP,
         "name": "g",
         "custom": True,
         "inputs": node_group(),
         "options": {"protect": True, "ignoreChanges": ["scalingConfig.desiredSize"], "dependsOn": ["a::b"]},
     }
     component = {**record, "type": "gpu-platform:aws:GpuPool", "custom": False}
-    [resource] = rules.from_synthesis([record, component])
+    [resource] = base.from_synthesis([record, component])
     assert (resource.protect, resource.ignore_changes, resource.depends_on) == (True, ("scalingConfig.desiredSize",), ("a::b",))
 
 
@@ -540,24 +542,24 @@ def test_synth_records_become_resources_with_their_options() -> None:
 
 
 def eks_cluster(version: str) -> Resource:
-    return Resource(rules.EKS_CLUSTER, "ml-prod", {"name": "ml-prod", "version": version})
+    return Resource(declared.EKS_CLUSTER, "ml-prod", {"name": "ml-prod", "version": version})
 
 
 def gke_cluster(version: str) -> Resource:
-    return Resource(rules.GKE_CLUSTER, "ml-prod", {"name": "ml-prod", "minMasterVersion": version})
+    return Resource(declared.GKE_CLUSTER, "ml-prod", {"name": "ml-prod", "minMasterVersion": version})
 
 
-def on(day: date) -> rules.Context:
+def on(day: date) -> base.Context:
     return dataclasses.replace(DEV, today=day)
 
 
 def test_a_version_in_standard_support_passes() -> None:
     today = on(date(2026, 12, 2))
-    assert rules.kubernetes_standard_support([eks_cluster("1.35"), gke_cluster("1.35")], today) == []
+    assert lifecycle.kubernetes_standard_support([eks_cluster("1.35"), gke_cluster("1.35")], today) == []
 
 
 def test_eks_1_34_is_past_standard_support_on_its_last_day() -> None:
-    [violation] = rules.kubernetes_standard_support([eks_cluster("1.34")], on(date(2026, 12, 2)))
+    [violation] = lifecycle.kubernetes_standard_support([eks_cluster("1.34")], on(date(2026, 12, 2)))
     assert violation.message == (
         "Kubernetes 1.34 left standard support on 2026-12-02 (EKS, judged on 2026-12-02): set "
         "cluster.kubernetesVersion to 1.35"
@@ -565,7 +567,7 @@ def test_eks_1_34_is_past_standard_support_on_its_last_day() -> None:
 
 
 def test_gke_judges_the_minor_of_a_patch_version() -> None:
-    assert ids(rules.kubernetes_standard_support([gke_cluster("1.33.5-gke.100")], on(date(2026, 12, 2)))) == [
+    assert ids(lifecycle.kubernetes_standard_support([gke_cluster("1.33.5-gke.100")], on(date(2026, 12, 2)))) == [
         "kubernetes-standard-support"
     ]
 

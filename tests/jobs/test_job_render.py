@@ -12,7 +12,7 @@ from helpers import platform_of
 from k8s_support import REPO, crd_schema, spec_of
 
 from components import naming, node_resources
-from components.jobs import grace, renderer
+from components.jobs import grace, renderer, torchrun, volumes
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from components.pools import derive_pools
 from components.spec import PlatformSpec
@@ -130,7 +130,7 @@ def test_torchrun_uses_a_static_rendezvous_on_pod_0() -> None:
     args = container_of(render(name="llm"))["args"]
     assert "--rdzv-backend=static" in args
     assert "--master-addr=llm-node-0-0.llm" in args
-    assert f"--master-port={renderer.RDZV_PORT}" in args
+    assert f"--master-port={torchrun.RDZV_PORT}" in args
     assert not any(a.startswith("--rdzv-endpoint") for a in args)
 
 
@@ -146,15 +146,15 @@ def test_each_node_s_rank_is_its_completion_index() -> None:
 
 def test_torchrun_spans_the_nodes_and_restarts_failed_workers() -> None:
     args = container_of(render(nodes=3, gpus_per_node=8))["args"]
-    assert args[:3] == ["--nnodes=3", "--nproc-per-node=8", f"--max-restarts={renderer.TORCHRUN_MAX_RESTARTS}"]
+    assert args[:3] == ["--nnodes=3", "--nproc-per-node=8", f"--max-restarts={torchrun.TORCHRUN_MAX_RESTARTS}"]
     assert args[args.index("-m") : args.index("-m") + 3] == ["-m", "trainer", "train"]
 
 
 def test_the_container_waits_a_bounded_time_for_pod_0_s_name_then_becomes_torchrun() -> None:
     jobset = render()
-    assert container_of(jobset)["command"] == ["python3", "-c", renderer.WAIT_THEN_TORCHRUN]
-    assert env_of(jobset)["RDZV_WAIT_SECONDS"]["value"] == str(renderer.RDZV_WAIT_S)
-    assert 'os.execvp("torchrun"' in renderer.WAIT_THEN_TORCHRUN
+    assert container_of(jobset)["command"] == ["python3", "-c", torchrun.WAIT_THEN_TORCHRUN]
+    assert env_of(jobset)["RDZV_WAIT_SECONDS"]["value"] == str(torchrun.RDZV_WAIT_S)
+    assert 'os.execvp("torchrun"' in torchrun.WAIT_THEN_TORCHRUN
 
 
 # --- one pod per node -------------------------------------------------------------------------
@@ -268,10 +268,10 @@ def test_on_gke_the_trainer_leaves_room_for_the_gcs_fuse_sidecar() -> None:
     node = node_resources.job_allocatable(stack, pool, stack.node_pools[1])
     assert node is not None
     jobset = render("dev-gcp", pool="a100-mig", nodes=1, gpus_per_node=7)
-    assert container_of(jobset)["resources"]["requests"]["cpu"] == f"{node.cpu_m - renderer.GCS_FUSE_SIDECAR.cpu_m}m"
+    assert container_of(jobset)["resources"]["requests"]["cpu"] == f"{node.cpu_m - volumes.GCS_FUSE_SIDECAR.cpu_m}m"
     annotations = job_of(jobset)["template"]["metadata"]["annotations"]
-    assert annotations[renderer.GCS_FUSE_CPU_REQUEST_ANNOTATION] == f"{renderer.GCS_FUSE_SIDECAR.cpu_m}m"
-    assert annotations[renderer.GCS_FUSE_MEMORY_REQUEST_ANNOTATION] == f"{renderer.GCS_FUSE_SIDECAR.memory_mib}Mi"
+    assert annotations[volumes.GCS_FUSE_CPU_REQUEST_ANNOTATION] == f"{volumes.GCS_FUSE_SIDECAR.cpu_m}m"
+    assert annotations[volumes.GCS_FUSE_MEMORY_REQUEST_ANNOTATION] == f"{volumes.GCS_FUSE_SIDECAR.memory_mib}Mi"
 
 
 def test_existing_clusters_state_no_node_sizes_so_jobs_request_only_gpus() -> None:
@@ -327,7 +327,7 @@ def test_pods_use_the_stack_s_trainer_account_and_bucket() -> None:
 def test_gke_jobs_mount_the_bucket_through_gcs_fuse() -> None:
     jobset = render("dev-gcp", pool="a100-mig", nodes=1, gpus_per_node=1)
     template = job_of(jobset)["template"]
-    assert template["metadata"]["annotations"][renderer.GCS_FUSE_ANNOTATION] == "true"
+    assert template["metadata"]["annotations"][volumes.GCS_FUSE_ANNOTATION] == "true"
     data = next(v for v in template["spec"]["volumes"] if v["name"] == "data")
     assert data["csi"]["volumeAttributes"]["bucketName"] == naming.bucket_name(spec("dev-gcp"))
     # The non-root trainer owns the mount, or it could not write checkpoints.
@@ -476,7 +476,7 @@ def test_cli_prints_the_jobset_as_yaml(capsys: pytest.CaptureFixture[str]) -> No
     assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 5
     assert pod_of(jobset)["terminationGracePeriodSeconds"] == 300
     assert trainer_tail(jobset)[:2] == ["--preset", "tiny"]
-    assert container_of(jobset)["command"][2] == renderer.WAIT_THEN_TORCHRUN
+    assert container_of(jobset)["command"][2] == torchrun.WAIT_THEN_TORCHRUN
 
 
 def test_cli_reports_every_problem_one_line_each_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,125 @@
+"""The DaemonSets and GPU slots a GPU node gets, read from the synthesized releases and add-ons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from components.checks.declared import EKS_ADDON, HELM_RELEASE, Resource, get, items, mapping
+from components.checks.fit.shapes import (
+    Taint,
+    affinity_matches,
+    int_or_none,
+    is_known,
+    requests_of,
+    str_map,
+    untolerated,
+)
+from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
+from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE
+
+
+@dataclass(frozen=True)
+class _Release:
+    chart: str
+    values: Mapping[str, Any]
+
+    def requests(self, name: str, path: tuple[str, ...] = ("resources",)) -> Requests:
+        """The release's requests for its DaemonSet `name`: its values where they set them,
+        the chart default (node_resources.DAEMONSET_REQUESTS) otherwise."""
+        resources = get(self.values, *path)
+        return requests_of(resources) if get(resources, "requests") is not None else DAEMONSET_REQUESTS[name]
+
+
+def _chart_name(chart: Any) -> str:
+    """`oci://registry/.../jobset` and `jobset` alike."""
+    return str(chart).rsplit("/", 1)[-1]
+
+
+class Cluster:
+    """The node agents, add-ons and device plugin configs the declared resources put on nodes."""
+
+    def __init__(self, resources: Sequence[Resource]) -> None:
+        self.releases = {
+            _chart_name(get(r.props, "chart")): _Release(_chart_name(get(r.props, "chart")), mapping(get(r.props, "values")))
+            for r in resources
+            if r.type == HELM_RELEASE
+        }
+        self.addons = [str(get(r.props, "addonName")) for r in resources if r.type == EKS_ADDON]
+
+    def daemonsets(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> dict[str, Requests]:
+        """DaemonSet name -> requests, for every DaemonSet that runs on a node like this."""
+        running: dict[str, Requests] = {}
+        plugin = self.releases.get("nvidia-device-plugin")
+        if plugin is not None and not untolerated(_tolerations(plugin.values), taints):
+            running["nvidia-device-plugin"] = plugin.requests("nvidia-device-plugin")
+            if get(plugin.values, "gfd", "enabled") is True:
+                running["gpu-feature-discovery"] = plugin.requests("gpu-feature-discovery")
+                # The chart's node-feature-discovery worker tolerates nvidia.com/gpu=present
+                # (nvidia-device-plugin 0.20.0 values nfd.worker.tolerations).
+                running["node-feature-discovery-worker"] = plugin.requests(
+                    "node-feature-discovery-worker", ("nfd", "worker", "resources")
+                )
+            if self._plugin_config(plugin, labels).get("sharing", {}).get("mps") is not None:
+                running["nvidia-mps-control-daemon"] = plugin.requests("nvidia-mps-control-daemon")
+        dcgm = self.releases.get("dcgm-exporter")
+        if (
+            dcgm is not None
+            and not untolerated(_tolerations(dcgm.values), taints)
+            and affinity_matches(get(dcgm.values, "affinity"), labels)
+        ):
+            running["dcgm-exporter"] = dcgm.requests("dcgm-exporter")
+        efa = self._efa_plugin(labels, taints, instance_type)
+        if efa is not None:
+            running["aws-efa-k8s-device-plugin"] = efa.requests("aws-efa-k8s-device-plugin")
+        for addon in self.addons:
+            # EKS add-on DaemonSets tolerate every taint (their manifests: `operator: Exists`).
+            if addon in EKS_ADDON_DAEMONSETS:
+                running[EKS_ADDON_DAEMONSETS[addon]] = DAEMONSET_REQUESTS[EKS_ADDON_DAEMONSETS[addon]]
+        return running
+
+    def _efa_plugin(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> _Release | None:
+        efa = self.releases.get("aws-efa-k8s-device-plugin")
+        if efa is None or untolerated(_tolerations(efa.values), taints):
+            return None
+        if any(labels.get(k) != v for k, v in str_map(get(efa.values, "nodeSelector")).items()):
+            return None
+        supported = [str(v) for v in items(get(efa.values, "supportedInstanceLabels", "values"))]
+        if supported and instance_type not in supported:
+            return None
+        return efa
+
+    def efa_plugin_runs(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> bool:
+        return self._efa_plugin(labels, taints, instance_type) is not None
+
+    @staticmethod
+    def _plugin_config(plugin: _Release, labels: Mapping[str, str]) -> dict[str, Any]:
+        """The device plugin config a node's label selects (k8s-device-plugin README, config.map)."""
+        name = labels.get(DEVICE_PLUGIN_CONFIG_LABEL) or get(plugin.values, "config", "default")
+        text = get(plugin.values, "config", "map", str(name))
+        loaded = yaml.safe_load(text) if isinstance(text, str) and is_known(text) else None
+        return loaded if isinstance(loaded, dict) else {}
+
+    def gpu_slots(self, labels: Mapping[str, str], taints: Sequence[Taint], physical: int, mig_instances: int) -> int | None:
+        """`nvidia.com/gpu` a node advertises when the NVIDIA device plugin this stack installs
+        runs there: physical GPUs x sharing replicas, or x MIG instances; None when the stack
+        installs no plugin (the node's own advertises)."""
+        plugin = self.releases.get("nvidia-device-plugin")
+        if plugin is None:
+            return None
+        if untolerated(_tolerations(plugin.values), taints):
+            return 0
+        config = self._plugin_config(plugin, labels)
+        if get(config, "flags", "migStrategy") == "single":
+            return physical * mig_instances
+        for strategy in ("timeSlicing", "mps"):
+            for resource in items(get(config, "sharing", strategy, "resources")):
+                if get(resource, "name") == GPU_RESOURCE:
+                    return physical * (int_or_none(get(resource, "replicas")) or 1)
+        return physical
+
+
+def _tolerations(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in items(get(values, "tolerations")) if isinstance(t, Mapping)]

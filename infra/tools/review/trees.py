@@ -1,0 +1,197 @@
+"""`gpu-platform review --base REF`: what a pull request changes, as a Markdown comment.
+
+Both trees are synthesized offline: the base ref in a temporary `git worktree`, the working tree
+where it is. Each runs in its own Python process with its own code first on sys.path, so the base
+is synthesized by the base's program and the head by the head's, and neither sees the other's
+modules or Pulumi runtime state. The report then compares them per stack: resources added,
+removed and changed (property by property), changes that make the provider replace a resource,
+GPU capacity and $/hour at maximum scale, the policy results of the working tree, and a Mermaid
+diagram of the stack's components. Everything is sorted, so identical inputs give identical text.
+
+The synthesis runs against mocked cloud outputs (infra.mock_outputs): what a cloud computes
+(IDs, ARNs, endpoints) are placeholders, so a change that only a real `pulumi preview` can see
+(drift, provider-side defaults) shows there, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from infra import stackfile
+from infra.tools.review.diff import StackReview, review_stack
+from infra.tools.review.markdown import render
+
+# Runs in the tree under review, with that tree's code first on sys.path. It uses only APIs the
+# spine has had from the start (components.pools, components.spec.SpecError, and the synthesis of
+# a stack file: infra.offline.synthesize, infra.cli.synthesize before the house moved it), so a
+# base ref from before `review` existed still synthesizes.
+_SNAPSHOT = r"""
+import json, sys
+from pathlib import Path
+root = Path(sys.argv[1]).resolve()
+sys.path.insert(0, str(root))
+from components.pools import derive_pools
+from components.spec import SpecError
+try:
+    from infra.offline import synthesize
+except ImportError:
+    from infra.cli import synthesize
+
+out = {}
+for rel in json.loads(sys.argv[2]):
+    path = root / rel
+    if not path.is_file():
+        continue
+    stack = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    try:
+        stack_file, spec, synthesis = synthesize(str(path), root)
+    except SpecError as exc:
+        out[stack] = {"error": exc.render()}
+        continue
+    except Exception as exc:
+        # Stack file and YAML errors (StackFileError, YamlError) are the input's own lines.
+        input_error = type(exc).__name__ in ("StackFileError", "YamlError")
+        out[stack] = {"error": str(exc) if input_error else f"synth failed: {type(exc).__name__}: {exc}"}
+        continue
+    out[stack] = {
+        "project": synthesis.project,
+        "config": stack_file.config,
+        "resources": synthesis.resources,
+        "outputs": synthesis.outputs,
+        "pools": [
+            {
+                "name": p.name,
+                "gpu": p.gpu.name,
+                "instanceType": p.instance_type.name if p.instance_type else None,
+                "gpusPerNode": p.gpus_per_node,
+                "minNodes": p.min_nodes,
+                "maxNodes": p.max_nodes,
+                # Pools named it `capacity` before `provisioning` existed.
+                "capacity": getattr(p, "provisioning", None) or getattr(p, "capacity", None),
+                "sharing": p.sharing_mode if p.sharing_mode == "none" else f"{p.sharing_mode} x{p.slots_per_gpu}",
+                "usdPerNodeHour": p.usd_per_node_hour,
+            }
+            for p in derive_pools(spec)
+        ],
+    }
+Path(sys.argv[3]).write_text(json.dumps(out, sort_keys=True))
+"""
+
+
+class ReviewError(Exception):
+    """A review that cannot run: not a git repository, a tree that fails to load."""
+
+
+class UsageError(ReviewError):
+    """A review asked of something that is not there (a ref, a stack, a repository): exit 2."""
+
+
+# --- the two trees ------------------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ReviewError(f"git {' '.join(args)}: {done.stderr.strip() or 'failed'}")
+    return done.stdout.strip()
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except ReviewError:
+        raise UsageError(f"--base {ref}: not a commit of this repository") from None
+
+
+@contextmanager
+def base_worktree(repo: Path, sha: str) -> Iterator[Path]:
+    """A detached worktree of commit `sha` in a temporary folder, removed afterwards whatever happens."""
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-review-") as tmp:
+        tree = Path(tmp) / "base"
+        _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
+
+
+def snapshots(trees: dict[str, Path], rels: list[str]) -> dict[str, dict[str, Any]]:
+    """Synthesize `rels` (stack files relative to each tree) in every tree, side by side."""
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-snapshot-") as tmp:
+        running: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+        for label, tree in trees.items():
+            out = Path(tmp) / f"{label}.json"
+            env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _SNAPSHOT, str(tree), json.dumps(rels), str(out)],
+                cwd=tree,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            running[label] = (proc, out)
+        results: dict[str, dict[str, Any]] = {}
+        for label, (proc, out) in running.items():
+            _, stderr = proc.communicate()
+            if proc.returncode != 0 or not out.is_file():
+                tail = "\n".join(stderr.strip().splitlines()[-5:])
+                raise ReviewError(f"synthesizing the {label} tree failed:\n{tail}")
+            results[label] = json.loads(out.read_text())
+        return results
+
+
+def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
+    """Stack files to review, relative to the project root: the ones named, or every stack file
+    of either tree."""
+    if not refs:
+        found = {
+            str(p.relative_to(tree))
+            for tree in trees
+            for p in (tree / stackfile.STACKS_DIR).glob("Pulumi.*.yaml")
+        }
+        return sorted(found)
+    out = []
+    for ref in refs:
+        path = stackfile.resolve(ref, root).resolve()
+        stackfile.stack_name(path)
+        try:
+            rel = str(path.relative_to(root))
+        except ValueError:
+            raise UsageError(f"{ref}: not a stack file of this repository ({root})") from None
+        if not any((tree / rel).is_file() for tree in trees):
+            raise UsageError(f"{ref}: no stack file {rel} in the working tree or at the base")
+        out.append(rel)
+    return sorted(set(out))
+
+
+def collect(base_ref: str, refs: list[str], cwd: Path | None = None) -> tuple[list[StackReview], str]:
+    """The review of each stack of the repository at `cwd` against `base_ref`, and the base's
+    commit."""
+    root = stackfile.project_root(cwd)
+    try:
+        top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
+    except ReviewError:
+        raise UsageError(f"{root}: not in a git repository; review compares git commits") from None
+    inner = root.relative_to(top)
+    sha = resolve_commit(top, base_ref)
+    with base_worktree(top, sha) as base_top:
+        base_root = base_top / inner
+        rels = stack_paths(refs, root, [base_root, root])
+        snaps = snapshots({"base": base_root, "working": root}, rels)
+    stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
+    return [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks], sha
+
+
+def run(base_ref: str, refs: list[str], cwd: Path | None = None) -> str:
+    """The Markdown review of the working tree of the repository at `cwd` against `base_ref`."""
+    reviews, sha = collect(base_ref, refs, cwd)
+    return render(reviews, base_ref, sha)

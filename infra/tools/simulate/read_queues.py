@@ -1,0 +1,143 @@
+"""Kueue's side of the model: ClusterQueues with their quotas and policies, the cohort, the teams'
+LocalQueues, the priority tiers and the controller's waitForPodsReady settings."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import yaml
+
+from components.checks import declared
+from components.checks.declared import get, items, mapping
+from components.naming import local_queue_name
+from components.pools import GPU_RESOURCE
+from infra.tools.simulate.model import (
+    KUEUE_BACKOFF_BASE_S,
+    KUEUE_BACKOFF_MAX_S,
+    KUEUE_PODS_READY_TIMEOUT_S,
+    KUEUE_REQUEUE_TIMESTAMP,
+    QUEUEING_STRATEGIES,
+    RECLAIM_WITHIN_COHORT,
+    WITHIN_CLUSTER_QUEUE,
+    KueueConfig,
+    ModelError,
+    QueueModel,
+    Tier,
+)
+from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of, optional_int
+
+
+def _gpu_quotas(spec: Any, owner: str) -> dict[str, dict[str, Any]]:
+    """flavor -> {nominalQuota, borrowingLimit, lendingLimit} of nvidia.com/gpu."""
+    out: dict[str, dict[str, Any]] = {}
+    for group in items(get(spec, "resourceGroups")):
+        covered = [str(r) for r in items(get(group, "coveredResources"))]
+        if covered != [GPU_RESOURCE]:
+            raise ModelError(
+                f"{owner}: a resource group covers {covered}; the model accounts only {GPU_RESOURCE}, "
+                "as Kueue is configured here (quotaCheckStrategy IgnoreUndeclared)"
+            )
+        for flavor in items(get(group, "flavors")):
+            for quota in items(get(flavor, "resources")):
+                if get(quota, "name") == GPU_RESOURCE:
+                    out[str(get(flavor, "name"))] = dict(mapping(quota))
+    return out
+
+
+def cluster_queues(objects: Objects, pools: Sequence[str]) -> tuple[QueueModel, ...]:
+    queues = []
+    for cq in objects.kueue("ClusterQueue"):
+        name, spec = name_of(cq), get(cq, "spec")
+        owner = f"ClusterQueue {name}"
+        quotas = _gpu_quotas(spec, owner)
+        within = str(get(spec, "preemption", "withinClusterQueue") or "Never")
+        reclaim = str(get(spec, "preemption", "reclaimWithinCohort") or "Never")
+        borrow = get(spec, "preemption", "borrowWithinCohort", "policy") or "Never"
+        strategy = str(get(spec, "queueingStrategy") or "BestEffortFIFO")
+        if within not in WITHIN_CLUSTER_QUEUE or reclaim not in RECLAIM_WITHIN_COHORT:
+            raise ModelError(f"{owner}: preemption {within}/{reclaim} is not a Kueue policy")
+        if borrow != "Never":
+            raise ModelError(f"{owner}: preemption.borrowWithinCohort {borrow} is not modeled (only Never)")
+        if strategy not in QUEUEING_STRATEGIES:
+            raise ModelError(f"{owner}: queueingStrategy {strategy} is not a Kueue strategy")
+        cohort = get(spec, "cohortName")
+        checks = [
+            f"{get(check, 'name')} on {', '.join(str(f) for f in items(get(check, 'onFlavors'))) or 'every flavor'}"
+            for check in items(get(spec, "admissionChecksStrategy", "admissionChecks"))
+        ] + [str(name) for name in items(get(spec, "admissionChecks"))]
+        queues.append(
+            QueueModel(
+                name=name,
+                cohort=str(cohort) if cohort else None,
+                nominal={p: int_of(quotas[p].get("nominalQuota", 0), f"{owner} {p} nominalQuota") for p in pools if p in quotas},
+                borrowing_limit={
+                    p: optional_int(quotas.get(p, {}).get("borrowingLimit"), f"{owner} {p} borrowingLimit") for p in pools
+                },
+                lending_limit={
+                    p: optional_int(quotas.get(p, {}).get("lendingLimit"), f"{owner} {p} lendingLimit") for p in pools
+                },
+                within_cluster_queue=within,
+                reclaim_within_cohort=reclaim,
+                queueing_strategy=strategy,
+                admission_checks=tuple(checks),
+            )
+        )
+    return tuple(sorted(queues, key=lambda q: q.name))
+
+
+def cohort_quotas(objects: Objects, queues: Sequence[QueueModel], pools: Sequence[str]) -> dict[str, dict[str, int]]:
+    """A cohort's own quota; one that only ClusterQueues name (an implicit cohort) holds none."""
+    cohorts = {q.cohort: {p: 0 for p in pools} for q in queues if q.cohort}
+    for cohort in objects.kueue("Cohort"):
+        name, spec = name_of(cohort), get(cohort, "spec")
+        if get(spec, "parentName"):
+            raise ModelError(f"Cohort {name}: hierarchical cohorts (parentName) are not modeled")
+        quotas = _gpu_quotas(spec, f"Cohort {name}")
+        cohorts[name] = {p: int_of(quotas.get(p, {}).get("nominalQuota", 0), f"Cohort {name} {p} nominalQuota") for p in pools}
+    return cohorts
+
+
+def team_queues(objects: Objects, queues: Sequence[QueueModel]) -> dict[str, str]:
+    """team -> ClusterQueue: a team's jobs name its LocalQueue, in its namespace
+    (components.naming: the namespace and the queue are named after the team)."""
+    names = {q.name for q in queues}
+    teams = {}
+    for lq in objects.kueue("LocalQueue"):
+        team = str(get(lq, "metadata", "namespace"))
+        if name_of(lq) != local_queue_name(team):
+            continue
+        target = str(get(lq, "spec", "clusterQueue"))
+        if target not in names:
+            raise ModelError(f"LocalQueue {team}/{name_of(lq)} points at ClusterQueue {target}, which is not declared")
+        teams[team] = target
+    return dict(sorted(teams.items()))
+
+
+def priority_tiers(objects: Objects) -> dict[str, Tier]:
+    pod_priorities = {name_of(r["inputs"]): int(get(r["inputs"], "value")) for r in objects.of(declared.PRIORITY_CLASS)}
+    tiers = {}
+    for wpc in objects.kueue("WorkloadPriorityClass"):
+        name = name_of(wpc)
+        if name not in pod_priorities:
+            raise ModelError(f"WorkloadPriorityClass {name} has no PriorityClass of the same name for its pods")
+        tiers[name] = Tier(priority=int(get(wpc, "value")), pod_priority=pod_priorities[name])
+    return tiers
+
+
+def kueue_config(objects: Objects) -> KueueConfig:
+    release = objects.release("kueue")
+    text = get(release, "managerConfig", "controllerManagerConfigYaml") if release is not None else None
+    config = yaml.safe_load(text) if isinstance(text, str) else {}
+    config = config if isinstance(config, dict) else {}
+    if get(config, "fairSharing") or get(config, "admissionFairSharing"):
+        raise ModelError("Kueue configuration: fair sharing is not modeled (classic preemption only)")
+    ready = mapping(get(config, "waitForPodsReady"))
+    strategy = mapping(get(ready, "requeuingStrategy"))
+    timeout = duration_s(str(ready["timeout"])) if "timeout" in ready else KUEUE_PODS_READY_TIMEOUT_S
+    return KueueConfig(
+        pods_ready_timeout_s=timeout,
+        recovery_timeout_s=duration_s(str(ready["recoveryTimeout"])) if "recoveryTimeout" in ready else timeout,
+        backoff_base_s=float(strategy.get("backoffBaseSeconds", KUEUE_BACKOFF_BASE_S)),
+        backoff_max_s=float(strategy.get("backoffMaxSeconds", KUEUE_BACKOFF_MAX_S)),
+        requeue_timestamp=str(strategy.get("timestamp", KUEUE_REQUEUE_TIMESTAMP)),
+    )
