@@ -32,6 +32,7 @@ saved by 2 processes (or by FSDP) resume on 1 (or under DDP).
 from __future__ import annotations
 
 import json
+import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -75,6 +76,9 @@ class TrainerState:
     # torch.amp.GradScaler's state under fp16 (loss scale, growth tracker), so a resume neither
     # restarts the scale search nor skips steps; None in bf16 and fp32.
     grad_scaler: dict[str, Any] | None
+    # The global mean training loss of the saved step; None before this field existed. Only a
+    # finite step is ever saved, and pruning keeps the newest checkpoint with a finite loss.
+    loss: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -152,12 +156,35 @@ def remove_incomplete(store: Store) -> list[str]:
     return stale
 
 
+def _recorded_loss_finite(store: Store, folder: str) -> bool:
+    try:
+        loss = read_state(store, folder).loss
+    except (ValueError, TypeError, KeyError):
+        return False
+    return loss is not None and math.isfinite(loss)
+
+
+def newest_finite(store: Store) -> str | None:
+    """The newest complete checkpoint whose trainer.json records a finite loss."""
+    for _, folder in reversed(complete_checkpoints(store)):
+        if _recorded_loss_finite(store, folder):
+            return folder
+    return None
+
+
 def remove_old(store: Store, keep: int) -> None:
-    """Keep the newest `keep` complete checkpoints (all when keep is 0)."""
+    """Keep the newest `keep` complete checkpoints (all when keep is 0), and in any case the
+    newest one whose recorded loss is finite: the one a diverged run can go back to."""
     if keep == 0:
         return
-    for _, folder in complete_checkpoints(store)[:-keep]:
-        store.remove(folder)
+    found = complete_checkpoints(store)
+    older = found[:-keep]
+    if not older:
+        return
+    anchor = None if any(_recorded_loss_finite(store, f) for _, f in found[-keep:]) else newest_finite(store)
+    for _, folder in older:
+        if folder != anchor:
+            store.remove(folder)
 
 
 def resolve(store: Store) -> str:
@@ -274,6 +301,9 @@ class Checkpointer:
             self._writer_thread.shutdown()
         if self._stager is not None:
             self._stager.close()
+
+    def newest_finite(self) -> str | None:
+        return newest_finite(self.store)
 
     def latest(self) -> tuple[str, TrainerState] | None:
         """The newest complete checkpoint and its state, chosen by rank 0 so all ranks agree;

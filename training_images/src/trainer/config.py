@@ -8,6 +8,7 @@ message names the flag and what it expected.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -93,7 +94,9 @@ class TrainConfig:
     keep_checkpoints: int = 3
     async_checkpoint: bool = False
     peak_tflops: float | None = None
-    compile: bool = False
+    gpu_memory_gib: float | None = None
+    # None: decided by the device and the preset (trainer.speed).
+    compile: bool | None = None
     activation_checkpointing: bool = False
     dist_timeout_s: float = 600.0
 
@@ -167,7 +170,13 @@ def _parsed(convert: Callable[[str], float], accept: Callable[[float], bool], ex
 
 _positive_int = _parsed(int, lambda v: v >= 1, "a positive integer")
 _non_negative_int = _parsed(int, lambda v: v >= 0, "an integer >= 0")
-_positive_float = _parsed(float, lambda v: v > 0, "a positive number")
+# float() reads "inf" and "nan" too; neither is a usable rate, timeout or peak.
+_positive_float = _parsed(float, lambda v: math.isfinite(v) and v > 0, "a positive finite number")
+_non_negative_float = _parsed(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
+# numpy's PCG64 (the data order) takes only non-negative seeds, torch.manual_seed at most 2**64-1;
+# 2**63 keeps the seed a signed 64-bit integer everywhere it is written down.
+MAX_SEED = 2**63 - 1
+_seed = _parsed(int, lambda v: 0 <= v <= MAX_SEED, f"an integer in [0, {MAX_SEED}]")
 # Half-open [0, 1): 0 prunes nothing (or decays to zero), 1 prunes everything.
 _fraction = _parsed(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 # Open (0, 1): a val split of 0 leaves nothing to evaluate, of 1 nothing to train on.
@@ -193,14 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-every", type=_positive_int, required=True)
     train.add_argument("--global-batch-size", type=_positive_int, required=True)
     train.add_argument("--seq-len", type=_positive_int, required=True)
-    train.add_argument("--seed", type=int, required=True)
+    train.add_argument("--seed", type=_seed, required=True)
     train.add_argument("--metrics-file", type=Path, required=True)
     train.add_argument("--parallel", choices=PARALLEL_MODES, default="ddp")
     train.add_argument("--micro-batch-size", type=_positive_int, default=None)
     train.add_argument("--lr", type=_positive_float, default=3e-4)
     train.add_argument("--min-lr-ratio", type=_fraction, default=0.1)
     train.add_argument("--warmup-steps", type=_non_negative_int, default=100)
-    train.add_argument("--weight-decay", type=float, default=0.1)
+    train.add_argument("--weight-decay", type=_non_negative_float, default=0.1)
     train.add_argument("--grad-clip", type=_positive_float, default=1.0)
     train.add_argument("--log-every", type=_positive_int, default=10)
     train.add_argument("--eval-every", type=_non_negative_int, default=100,
@@ -212,7 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write periodic checkpoints in the background (the last and the SIGTERM save stay synchronous)")
     train.add_argument("--peak-tflops", type=_positive_float, default=None,
                        help="dense bf16 (fp16 without bf16) peak TFLOPS of one accelerator, for MFU")
-    train.add_argument("--compile", action="store_true")
+    train.add_argument("--gpu-memory-gib", type=_positive_float, default=None,
+                       help="memory of one accelerator, for the default micro-batch (default: what CUDA reports)")
+    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                       help="compile each block (default: on for CUDA and the presets where it pays)")
     train.add_argument("--activation-checkpointing", action="store_true")
     train.add_argument("--dist-timeout", dest="dist_timeout_s", type=_positive_float,
                        default=600.0, help="seconds before a stuck collective fails")

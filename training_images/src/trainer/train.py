@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +23,10 @@ from trainer.metrics import Metrics, detect_peak_tflops
 from trainer.model import GPT, count_params, lm_loss
 from trainer.optim import build_optimizer, set_lr
 from trainer.storage import Store
+
+# Exit status when a loss or gradient norm stops being finite: a diverged run is neither finished
+# (0) nor interrupted (143); restarting it would diverge again from the same checkpoint.
+EXIT_NOT_FINITE = 3
 
 # Exit status after a SIGTERM-triggered save: non-zero so torchrun, a Kubernetes Job or JobSet
 # count the run as interrupted and start it again (it then resumes), never as finished.
@@ -105,15 +110,33 @@ def train_step(
     return StepResult(loss=loss_sum, grad_norm=grad_norm)
 
 
-def agree(result: StepResult, stop_requested: bool, d: parallel.Dist) -> tuple[float, float, bool]:
-    """The one host sync of a sync step: the global mean loss, the grad norm, and whether any
-    rank was asked to stop. The stop flag rides on the loss all-reduce, so every rank learns of
-    any rank's SIGTERM at the same step and they all join the save."""
+@dataclass(frozen=True)
+class Agreed:
+    """What every rank learns at a sync step. `finite` is False when any rank's loss at any step
+    since the last sync, or the grad norm of this step, was NaN or inf: from there the weights
+    are no longer a model worth saving."""
+
+    loss: float
+    grad_norm: float
+    stopping: bool
+    finite: bool
+
+
+def agree(result: StepResult, stop_requested: bool, nonfinite_losses: torch.Tensor, d: parallel.Dist,
+          precision: parallel.Precision) -> Agreed:
+    """The one host sync of a sync step: the global mean loss, the grad norm, whether any rank
+    was asked to stop, and whether everything stayed finite. The stop flag and the count of
+    non-finite losses ride on the loss all-reduce, so every rank learns of any rank's SIGTERM or
+    divergence at the same step and they all act on it together. Under fp16 an inf grad norm is
+    the loss scaler at work (it skips that step and lowers the scale), not divergence."""
     norm = result.grad_norm.full_tensor() if isinstance(result.grad_norm, DTensor) else result.grad_norm
-    shared = torch.stack([result.loss.float(), torch.tensor(float(stop_requested), device=d.device)])
+    flags = torch.tensor([float(stop_requested)], device=d.device)
+    shared = torch.cat([result.loss.float().reshape(1), flags, nonfinite_losses.float().reshape(1)])
     parallel.all_reduce_sum(shared)
-    loss_total, stops, grad_norm = torch.cat([shared, norm.detach().float().reshape(1)]).tolist()
-    return loss_total / d.world_size, grad_norm, stops > 0
+    loss_total, stops, bad_losses, grad_norm = torch.cat([shared, norm.detach().float().reshape(1)]).tolist()
+    loss = loss_total / d.world_size
+    finite = bad_losses == 0 and math.isfinite(loss) and (precision.scaled or math.isfinite(grad_norm))
+    return Agreed(loss, grad_norm, stops > 0, finite)
 
 
 @torch.no_grad()
@@ -189,10 +212,13 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
                       d.world_size, peak, d.device, state.step, cfg.max_steps)
 
     loss = float("nan")
+    # Steps since the last sync whose loss was not finite, counted on the device (no host wait).
+    nonfinite_losses = torch.zeros((), device=d.device)
     while state.step < cfg.max_steps:
         lr = state.schedule.lr_at(state.step)
         set_lr(m.optimizer, lr)
         result = train_step(m, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
+        nonfinite_losses += (~torch.isfinite(result.loss)).float()
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
         eval_due = last or (cfg.eval_every > 0 and state.step % cfg.eval_every == 0)
@@ -201,15 +227,19 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
             continue
         # A sync step: the only place the host waits for the device, and where ranks agree on
         # stopping, so a SIGTERM is acted on within --log-every steps.
-        loss, grad_norm, stopping = agree(result, stop.requested, d)
+        agreed = agree(result, stop.requested, nonfinite_losses, d, precision)
+        nonfinite_losses.zero_()
+        loss, stopping = agreed.loss, agreed.stopping
+        if not agreed.finite:
+            return _stop_not_finite(cfg, state.step, agreed, checkpointer, d)
         eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
-        metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
+        metrics.log_step(state.step, loss, lr, agreed.grad_norm, eval_loss)
         if not (save_due or stopping):
             continue
         # The last save and a stop's are synchronous (after any pending one): the process is
         # about to end. Periodic ones go to the background with --async-checkpoint.
         scaler_state = m.scaler.state_dict() if m.scaler.is_enabled() else None
-        saved = replace(state, grad_scaler=scaler_state)
+        saved = replace(state, grad_scaler=scaler_state, loss=loss)
         seconds = checkpointer.save(m.wrapped, m.optimizer, saved, background=not (last or stopping))
         if stopping and not last:
             checkpointer.close()
@@ -221,6 +251,19 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     checkpointer.close()
     metrics.summary(state.step, loss)
     return 0
+
+
+def _stop_not_finite(cfg: TrainConfig, step: int, agreed: Agreed, checkpointer: Checkpointer,
+                     d: parallel.Dist) -> int:
+    """End a diverged run without saving: its weights are no longer worth resuming from. A
+    background save still in flight holds an earlier, finite step, so it is let finish."""
+    checkpointer.close()
+    if d.is_main:
+        kept = checkpointer.newest_finite()
+        resume_from = f"the newest finite checkpoint is {kept}" if kept else "no checkpoint was saved"
+        log(f"step {step}: loss {agreed.loss} and grad norm {agreed.grad_norm} are not all finite "
+            f"(--lr {cfg.lr}); stopping without a checkpoint, {resume_from}", d.rank)
+    return EXIT_NOT_FINITE
 
 
 def run(cfg: TrainConfig) -> int:
