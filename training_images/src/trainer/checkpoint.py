@@ -159,7 +159,7 @@ def remove_incomplete(store: Store) -> list[str]:
 def _recorded_loss_finite(store: Store, folder: str) -> bool:
     try:
         loss = read_state(store, folder).loss
-    except (ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError):
         return False
     return loss is not None and math.isfinite(loss)
 
