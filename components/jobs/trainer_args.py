@@ -4,8 +4,9 @@
 reads the very flags, types, choices and ranges the pods will parse. argparse stops at the first
 error; to report every problem at once, the arguments are walked against the parser's actions
 here, and then parsed for real (which also applies the trainer's checks beyond argparse: the
-sequence length of the preset, the batch arithmetic of the world size), so the two cannot
-disagree about an argument list that passes.
+sequence length of the preset, the batch arithmetic of the world size, and, when --data is a
+folder this machine can read, the data against the preset), so the two cannot disagree about an
+argument list that passes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import io
 
 from trainer import config as trainer_config
+from trainer import meta as trainer_meta
 
 COMMAND = "train"
 
@@ -109,6 +111,9 @@ def problems(args: list[str], world_size: int | None) -> list[str]:
     except trainer_config.ConfigError as exc:
         return [str(exc)]
     assert isinstance(parsed, trainer_config.TrainConfig)
+    data_problem = _data_problem(parsed)
+    if data_problem:
+        return [data_problem]
     if world_size is None:
         return []
     try:
@@ -116,6 +121,18 @@ def problems(args: list[str], world_size: int | None) -> list[str]:
     except trainer_config.ConfigError as exc:
         return [str(exc)]
     return []
+
+
+def _data_problem(parsed: trainer_config.TrainConfig) -> str | None:
+    """The trainer's start-up data check (trainer.meta), run here when --data is a prepared folder
+    this machine can read (a path inside the pods usually is not; then the pods run it)."""
+    if not (parsed.data / trainer_meta.META_FILE).is_file():
+        return None
+    try:
+        trainer_meta.check(parsed.data, parsed.model.vocab_size, parsed.seq_len, parsed.preset)
+    except (trainer_config.ConfigError, OSError) as exc:
+        return str(exc)
+    return None
 
 
 def preset(args: list[str]) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +67,17 @@ def test_help_is_not_a_training_run() -> None:
 
 def test_the_world_size_must_divide_the_batch() -> None:
     assert trainer_args.problems(VALID, 3) == ["--global-batch-size 32 is not divisible by the 3 processes; use a multiple of 3"]
+
+
+def test_a_prepared_folder_this_machine_can_read_is_checked_against_the_preset(tmp_path: Path) -> None:
+    (tmp_path / "train.bin").write_bytes(b"\x01\x00\x10\x27" * 1000)  # uint16 ids 1 and 10000
+    (tmp_path / "val.bin").write_bytes(b"\x01\x00" * 2000)
+    (tmp_path / "meta.json").write_text(json.dumps({"format": "trainer-tokens-v1", "dtype": "uint16",
+                                                     "vocab_size": 256, "train_tokens": 2000, "val_tokens": 2000}))
+    args = [a if a != "/d" else str(tmp_path) for a in VALID]
+    assert trainer_args.problems(args, None) == [
+        f"{tmp_path / 'train.bin'}: token id 10000 is out of range for preset 'small' (256 tokens)"]
+
+
+def test_a_data_path_only_the_pods_see_is_left_to_the_trainer() -> None:
+    assert trainer_args.problems(VALID, None) == []

@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainer import meta as data_meta
 from trainer.config import ConfigError, PrepareConfig
+from trainer.meta import FORMAT, META_FILE, SPLIT_FILES
 
-META_FILE = "meta.json"
-FORMAT = "trainer-tokens-v1"
-SPLIT_FILES = {"train": "train.bin", "val": "val.bin"}
 _DTYPES = {"uint8": np.uint8, "uint16": np.uint16}
 _CHUNK_BYTES = 16 << 20
 
@@ -91,22 +90,16 @@ def prepare(cfg: PrepareConfig) -> dict[str, object]:
 def read_meta(data_dir: Path) -> dict[str, Any]:
     """A prepared folder's meta.json: its format, and what identifies the data (token counts,
     source), which a resumed run must share with the run that saved (trainer.resume)."""
-    meta_path = data_dir / META_FILE
-    if not meta_path.is_file():
-        raise ConfigError(
-            f"--data {data_dir}: no {META_FILE}; run `python -m trainer prepare` first"
-        )
-    meta: dict[str, Any] = json.loads(meta_path.read_text())
-    if meta.get("format") != FORMAT or meta.get("dtype") not in _DTYPES:
-        raise ConfigError(f"--data {data_dir}: {META_FILE} is not a {FORMAT} file")
-    return meta
+    return data_meta.read(data_dir)
 
 
 class TokenFile:
     """One split of a prepared folder, cut into non-overlapping windows of seq_len+1 tokens."""
 
-    def __init__(self, data_dir: Path, split: str, seq_len: int) -> None:
+    def __init__(self, data_dir: Path, split: str, seq_len: int, vocab_size: int = 256) -> None:
         meta = read_meta(data_dir)
+        self.path = data_dir / SPLIT_FILES[split]
+        self.vocab_size = vocab_size
         count = int(meta[f"{split}_tokens"])
         self.seq_len = seq_len
         self.num_samples = max(0, (count - 1) // seq_len)
@@ -124,6 +117,10 @@ class TokenFile:
         rows = np.stack(
             [self.tokens[i * self.seq_len : i * self.seq_len + self.seq_len + 1] for i in sample_indices]
         ).astype(np.int64)
+        # trainer.meta scans only part of the file at start-up; a stray id past the vocabulary
+        # is refused here, in one line, before the embedding fails on it.
+        if rows.size and int(rows.max()) >= self.vocab_size:
+            raise ConfigError(f"{self.path}: token id {int(rows.max())} is out of range ({self.vocab_size} tokens)")
         window = torch.from_numpy(rows)
         return window[:, :-1], window[:, 1:]
 

@@ -14,6 +14,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
+from trainer import meta
 from trainer import parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.config import TrainConfig
@@ -274,8 +275,9 @@ def run(cfg: TrainConfig) -> int:
         parallel.hsdp_mesh_shape(world_size, parallel.local_world_size())
     precision = parallel.device_precision(cfg.parallel)
     store = Store(cfg.checkpoint_dir)
-    train_split = TokenFile(cfg.data, "train", cfg.seq_len)
-    val_split = TokenFile(cfg.data, "val", cfg.seq_len)
+    meta.check(cfg.data, cfg.model.vocab_size, cfg.seq_len, cfg.preset)
+    train_split = TokenFile(cfg.data, "train", cfg.seq_len, cfg.model.vocab_size)
+    val_split = TokenFile(cfg.data, "val", cfg.seq_len, cfg.model.vocab_size)
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:
