@@ -97,15 +97,18 @@ def _image(spec: PlatformSpec, request: JobRequest) -> tuple[str, str | None]:
     return "platform.trainer.image", None if image in (None, "build") else image
 
 
-def with_platform_defaults(request: JobRequest, peak_tflops: float) -> list[str]:
+def with_platform_defaults(request: JobRequest, peak_tflops: float, gpu_memory_gib: int | None = None) -> list[str]:
     """The trainer arguments with what the platform fills in unless given: checkpoint and metrics
-    files on the shared volume, and the GPU's peak for MFU."""
+    files on the shared volume, the GPU's peak for MFU, and its memory for the default
+    micro-batch (trainer.memory) when a pod has a whole GPU."""
     args = list(request.trainer_args)
     defaults = {
         "--checkpoint-dir": f"{DATA_MOUNT}/checkpoints/{request.name}",
         "--metrics-file": f"{DATA_MOUNT}/metrics/{request.name}.jsonl",
         "--peak-tflops": f"{peak_tflops:g}",
     }
+    if gpu_memory_gib is not None:
+        defaults["--gpu-memory-gib"] = str(gpu_memory_gib)
     for flag, value in defaults.items():
         if not any(a == flag or a.startswith(f"{flag}=") for a in args):
             args += [flag, value]
@@ -241,7 +244,9 @@ def _container(
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops)
+    # A MIG slice or a shared GPU holds less than the catalog's figure: the trainer asks CUDA there.
+    whole_gpu = pool.gpu.memory_gib if pool.sharing_mode == "none" else None
+    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops, whole_gpu)
     return {
         "name": "trainer",
         "image": image,

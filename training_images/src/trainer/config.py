@@ -171,8 +171,8 @@ def _parsed(convert: Callable[[str], float], accept: Callable[[float], bool], ex
 _positive_int = _parsed(int, lambda v: v >= 1, "a positive integer")
 _non_negative_int = _parsed(int, lambda v: v >= 0, "an integer >= 0")
 # float() reads "inf" and "nan" too; neither is a usable rate, timeout or peak.
-_positive_float = _parsed(float, lambda v: math.isfinite(v) and v > 0, "a positive finite number")
-_non_negative_float = _parsed(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
+_positive_float = _parsed(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
+_non_negative_float = _parsed(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 # numpy's PCG64 (the data order) takes only non-negative seeds, torch.manual_seed at most 2**64-1;
 # 2**63 keeps the seed a signed 64-bit integer everywhere it is written down.
 MAX_SEED = 2**63 - 1

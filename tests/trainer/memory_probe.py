@@ -1,0 +1,70 @@
+"""Measures the CPU peak of one training step and prints it, as JSON, beside trainer.memory's
+estimate. Run in a fresh process with glibc's mmap threshold lowered (MALLOC_MMAP_THRESHOLD_),
+so every tensor's pages go back to the system when it is freed and the resident high-water mark
+(ru_maxrss) is the peak of live tensors. Usage: memory_probe.py PRESET MICRO SEQ_LEN [ckpt].
+
+A warm-up step of one sample first creates AdamW's state (and whatever the runtime allocates
+once: thread arenas, kernel workspaces), so the measured step is a steady-state one, as every
+step after the first is. Printed: the resident size after the warm-up against the model's
+steady bytes (weights, optimizer state), and what the measured step adds at its peak against
+the model's step bytes (activations or gradients)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+
+import torch
+
+from trainer import memory, parallel
+from trainer.config import PRESETS
+from trainer.model import GPT
+from trainer.optim import build_optimizer
+from trainer.train import Model, train_step
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def batch(micro: int, seq_len: int, vocab: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    tokens = torch.randint(0, vocab, (micro, seq_len + 1))
+    return [(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())]
+
+
+def main() -> None:
+    preset, micro, seq_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    checkpointing = sys.argv[4:] == ["ckpt"]
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = PRESETS[preset]
+    d = parallel.Dist(rank=0, world_size=1, device=torch.device("cpu"))
+    warm_inputs = batch(1, seq_len, cfg.vocab_size)
+    measured_inputs = batch(micro, seq_len, cfg.vocab_size)
+    start = resident_bytes()
+    core = GPT(cfg)
+    core.checkpoint_blocks = checkpointing
+    m = Model(core, core, build_optimizer(core, 1e-4, 0.1), parallel.FP32, torch.amp.GradScaler("cpu", enabled=False))
+    train_step(m, warm_inputs, d, 1.0)
+    steady = resident_bytes()
+    high_before = peak_bytes()
+    train_step(m, measured_inputs, d, 1.0)
+    high_after = peak_bytes()
+    estimate = memory.estimate(cfg, micro, seq_len, "ddp", 1, 1, 4, checkpointing)
+    print(json.dumps({
+        "preset": preset, "micro_batch": micro, "seq_len": seq_len, "activation_checkpointing": checkpointing,
+        "measured_steady_bytes": steady - start, "estimate_steady_bytes": estimate.steady,
+        "measured_step_bytes": high_after - steady, "estimate_step_bytes": estimate.step,
+        "measured_step_set_the_peak": high_after > high_before,
+    }))
+
+
+if __name__ == "__main__":
+    main()
