@@ -137,15 +137,17 @@ class Harness:
         return args
 
     def start(self, name: str, nproc: int | None = None, max_restarts: int = 0,
-              checkpoint_dir: Path | str | None = None, **overrides: Any) -> Run:
-        """nproc None runs a plain process; a number runs under torchrun (elastic, c10d)."""
+              checkpoint_dir: Path | str | None = None, entry: tuple[str, ...] = ("-m", "trainer"),
+              **overrides: Any) -> Run:
+        """nproc None runs a plain process; a number runs under torchrun (elastic, c10d). `entry`
+        is what the interpreter (or torchrun) runs with the trainer's arguments."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         ckpt = checkpoint_dir or folder / "checkpoints"
         metrics = folder / "metrics.jsonl"
         trainer_args = self.train_args(ckpt, metrics, **overrides)
         if nproc is None:
-            command = [sys.executable, "-m", "trainer", *trainer_args]
+            command = [sys.executable, *entry, *trainer_args]
         else:
             command = [
                 sys.executable, "-m", "torch.distributed.run",
@@ -153,7 +155,7 @@ class Harness:
                 "--max-restarts", str(max_restarts),
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
                 "--monitor-interval", "0.2",
-                "-m", "trainer", *trainer_args,
+                *entry, *trainer_args,
             ]
         log = folder / "output.log"
         with open(log, "wb") as out:

@@ -15,7 +15,7 @@ from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
 from trainer import meta
-from trainer import fit, parallel, resume
+from trainer import fit, limits, parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.config import TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
@@ -275,6 +275,7 @@ def run(cfg: TrainConfig) -> int:
         parallel.hsdp_mesh_shape(world_size, parallel.local_world_size())
     precision = parallel.device_precision(cfg.parallel)
     cfg = fit.fitted(cfg, world_size, precision)
+    limits.prepare(world_size)
     store = Store(cfg.checkpoint_dir)
     meta.check(cfg.data, cfg.model.vocab_size, cfg.seq_len, cfg.preset)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len, cfg.model.vocab_size)
