@@ -121,8 +121,9 @@ class TokenFile:
         # is refused here, in one line, before the embedding fails on it.
         if rows.size and int(rows.max()) >= self.vocab_size:
             raise ConfigError(f"{self.path}: token id {int(rows.max())} is out of range ({self.vocab_size} tokens)")
-        window = torch.from_numpy(rows)
-        return window[:, :-1], window[:, 1:]
+        # Two contiguous tensors, not views of one window: pin_memory() of a strided view copies
+        # through a pageable temporary, which makes the non-blocking copy to the GPU synchronous.
+        return torch.from_numpy(np.ascontiguousarray(rows[:, :-1])), torch.from_numpy(np.ascontiguousarray(rows[:, 1:]))
 
 
 # Rounds of the Feistel network below; with a well-mixing round function, more than the 3-4 that

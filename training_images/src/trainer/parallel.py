@@ -156,6 +156,19 @@ def init_distributed(timeout: timedelta) -> Dist:
     return Dist(rank=rank, world_size=world_size, device=device)
 
 
+# Presets whose blocks are big enough that compiling them (a fused GELU, norms and residual adds,
+# fewer kernel launches) outweighs the minutes of compilation at start-up: the issue's estimate
+# for `1b` on an H100 is 45-48% MFU compiled against 38-44% eager (docs/trainer.md, "Speed").
+# tiny and small runs are short and launch-bound on the CPU side; they stay eager by default.
+COMPILE_PRESETS = frozenset({"medium", "large", "1b"})
+
+
+def compile_by_default(preset: str, device: torch.device) -> bool:
+    """--compile when neither --compile nor --no-compile was given: on CUDA, for COMPILE_PRESETS.
+    On CPU, where the tests compare exact arithmetic, never."""
+    return device.type == "cuda" and preset in COMPILE_PRESETS
+
+
 def parallelize(
     model: GPT, d: Dist, mode: str, precision: Precision, compile_blocks: bool, activation_checkpointing: bool
 ) -> nn.Module:
@@ -168,8 +181,13 @@ def parallelize(
     if mode in ("fsdp", "hsdp"):
         policy = MixedPrecisionPolicy(param_dtype=precision.dtype, reduce_dtype=torch.float32 if precision.dtype else None)
         mesh = _hsdp_mesh(d) if mode == "hsdp" else None
-        for block in model.blocks:
-            fully_shard(block, mesh=mesh, mp_policy=policy)
+        # torchtitan's default policy (pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py,
+        # apply_fsdp): every block but the last frees its gathered weights after forward; the last
+        # keeps them, since its backward starts right away and would gather them again. FSDP2's
+        # implicit prefetch gathers block i+1 while block i computes.
+        last = len(model.blocks) - 1
+        for i, block in enumerate(model.blocks):
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=i < last)
         fully_shard(model, mesh=mesh, mp_policy=policy)
         return model
     if d.world_size == 1:

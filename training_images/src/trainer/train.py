@@ -78,7 +78,8 @@ def build_model(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precisio
     torch.manual_seed(cfg.seed)
     with d.device:
         core = GPT(cfg.model)
-    wrapped = parallel.parallelize(core, d, cfg.parallel, precision, cfg.compile, cfg.activation_checkpointing)
+    compile_blocks = cfg.compile if cfg.compile is not None else parallel.compile_by_default(cfg.preset, d.device)
+    wrapped = parallel.parallelize(core, d, cfg.parallel, precision, compile_blocks, cfg.activation_checkpointing)
     optimizer = build_optimizer(wrapped, cfg.lr, cfg.weight_decay, fused=d.device.type == "cuda")
     return Model(core, wrapped, optimizer, precision, precision.grad_scaler(d.device))
 
