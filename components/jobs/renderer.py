@@ -8,7 +8,7 @@ reference, the trainer accepts its arguments, and the fit proof (components.chec
 largest and smallest job of every pool against what the stack declares.
 
 The choices, with their upstream sources, are explained in docs/scheduling.md ("What `gpu-platform
-job` renders"): a static torchrun rendezvous on pod 0 after a bounded wait for its DNS record,
+job` renders"): a c10d torchrun rendezvous hosted by pod 0 after a bounded wait for its DNS record,
 one pod per node, restarts after disruptions that do not use up the restart budget, and a grace
 period sized for the preset's checkpoint.
 """
@@ -23,7 +23,7 @@ import yaml
 
 from components import naming, node_resources, tenancy
 from components.jobs import grace, image_ref, trainer_args
-from components.jobs.torchrun import RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
+from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
@@ -218,6 +218,7 @@ def _container(
     devices = {GPU_RESOURCE: str(request.gpus_per_node)}
     env: list[dict[str, Any]] = [
         {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
+        {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
         {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
     ]
@@ -251,7 +252,8 @@ def _container(
         "name": "trainer",
         "image": image,
         "command": ["python3", "-c", WAIT_THEN_TORCHRUN],
-        "args": torchrun_args(request.nodes, request.gpus_per_node, host0, grace.shutdown_timeout(grace_period), args),
+        "args": torchrun_args(request.nodes, request.gpus_per_node, host0, grace.shutdown_timeout(grace_period), args,
+                              request.name),
         "env": env,
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},

@@ -1,21 +1,28 @@
-"""How a job's pods start torchrun: a bounded wait for pod 0's DNS name, then a static rendezvous on
-it, each pod's node rank its completion index (docs/scheduling.md says why)."""
+"""How a job's pods start torchrun: a bounded wait for pod 0's DNS name, then a c10d rendezvous
+whose store pod 0 hosts because it is told so (docs/scheduling.md says why)."""
 
 from __future__ import annotations
 
-# torchrun's static rendezvous: the TCPStore pod 0's agent hosts (torch/distributed/run.py
-# --master-port; elastic/rendezvous/static_tcp_rendezvous.py).
+# The c10d rendezvous store pod 0's agent hosts (torch/distributed/run.py --rdzv-endpoint;
+# elastic/rendezvous/c10d_rendezvous_backend.py, DEFAULT_PORT).
 RDZV_PORT = 29400
 # How long a pod waits for pod 0's DNS record before it gives up (and the JobSet restarts).
 RDZV_WAIT_S = 300
 # torchrun restarts a pod's workers this many times before the pod fails.
 TORCHRUN_MAX_RESTARTS = 3
+# Set from the pod's status.podIP (downward API): the address this agent publishes to the others,
+# so no worker depends on a pod's own DNS record (torch/distributed/run.py --local-addr).
+POD_IP_ENV = "POD_IP"
 
 # The container's entry: wait (bounded) until pod 0's name resolves, then become torchrun, so
-# torchrun is PID 1 and receives the kubelet's SIGTERM. The name is torchrun's --master-addr.
+# torchrun is PID 1 and receives the kubelet's SIGTERM. Pod 0 (completion index NODE_RANK 0) is
+# told to host the rendezvous store and every other pod told not to: c10d's `is_host` option
+# (elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store), instead of its guess from
+# matching the endpoint name to the pod's own names, which fails before pod 0's record exists.
 WAIT_THEN_TORCHRUN = """\
 import os, socket, sys, time
-host = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--master-addr="))
+endpoint = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--rdzv-endpoint="))
+host = endpoint.rsplit(":", 1)[0]
 limit = int(os.environ["RDZV_WAIT_SECONDS"])
 deadline = time.monotonic() + limit
 while True:
@@ -26,20 +33,22 @@ while True:
         if time.monotonic() > deadline:
             sys.exit(f"rendezvous host {host} did not resolve within {limit} s")
         time.sleep(1)
-os.execvp("torchrun", ["torchrun", *sys.argv[1:]])
+is_host = "1" if os.environ["NODE_RANK"] == "0" else "0"
+os.execvp("torchrun", ["torchrun", f"--rdzv-conf=is_host={is_host}", *sys.argv[1:]])
 """
 
 
-def torchrun_args(nodes: int, gpus_per_node: int, host0: str, shutdown_timeout: int, args: list[str]) -> list[str]:
-    """torchrun's arguments: a static rendezvous on pod 0, this pod's rank its completion index."""
+def torchrun_args(nodes: int, gpus_per_node: int, host0: str, shutdown_timeout: int, args: list[str],
+                  run_id: str = "trainer") -> list[str]:
+    """torchrun's arguments: a c10d rendezvous of exactly `nodes` agents on pod 0's store."""
     return [
         f"--nnodes={nodes}",
         f"--nproc-per-node={gpus_per_node}",
         f"--max-restarts={TORCHRUN_MAX_RESTARTS}",
-        "--rdzv-backend=static",
-        f"--master-addr={host0}",
-        f"--master-port={RDZV_PORT}",
-        "--node-rank=$(NODE_RANK)",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={host0}:{RDZV_PORT}",
+        f"--rdzv-id={run_id}",
+        f"--local-addr=$({POD_IP_ENV})",
         f"--shutdown-timeout={shutdown_timeout}",
         "-m",
         "trainer",

@@ -126,22 +126,33 @@ def test_pods_reach_each_other_through_the_jobset_dns() -> None:
     assert jobset["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "llm", "publishNotReadyAddresses": True}
 
 
-def test_torchrun_uses_a_static_rendezvous_on_pod_0() -> None:
+def test_torchrun_uses_a_c10d_rendezvous_on_pod_0_s_stable_name() -> None:
     args = container_of(render(name="llm"))["args"]
-    assert "--rdzv-backend=static" in args
-    assert "--master-addr=llm-node-0-0.llm" in args
-    assert f"--master-port={torchrun.RDZV_PORT}" in args
-    assert not any(a.startswith("--rdzv-endpoint") for a in args)
+    assert "--rdzv-backend=c10d" in args
+    assert f"--rdzv-endpoint=llm-node-0-0.llm:{torchrun.RDZV_PORT}" in args
+    assert "--rdzv-id=llm" in args
+    assert not any(a.startswith(("--master-addr", "--node-rank", "--rdzv-backend=static")) for a in args)
 
 
-def test_each_node_s_rank_is_its_completion_index() -> None:
+def test_each_agent_publishes_its_pod_ip_not_a_dns_name() -> None:
+    jobset = render(name="llm")
+    assert "--local-addr=$(POD_IP)" in container_of(jobset)["args"]
+    assert env_of(jobset)["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def test_only_the_pod_of_completion_index_0_hosts_the_rendezvous_store() -> None:
     jobset = render(nodes=3)
     job = job_of(jobset)
     assert (job["parallelism"], job["completions"], job["completionMode"]) == (3, 3, "Indexed")
-    assert "--node-rank=$(NODE_RANK)" in container_of(jobset)["args"]
     assert env_of(jobset)["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == (
         "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     )
+    assert 'is_host = "1" if os.environ["NODE_RANK"] == "0" else "0"' in container_of(jobset)["command"][2]
+
+
+def test_a_whole_gpu_s_catalog_memory_sizes_the_default_micro_batch() -> None:
+    args = container_of(render())["args"]
+    assert args[args.index("--gpu-memory-gib") + 1] == "80"  # onprem a100-train: A100-80GB
 
 
 def test_torchrun_spans_the_nodes_and_restarts_failed_workers() -> None:

@@ -1,16 +1,23 @@
 """The rendered container entry run for real: the installed torchrun, two agents on this machine
-standing in for two pods, the static rendezvous flags exactly as `gpu-platform job` renders them.
+standing in for two pods, the c10d rendezvous flags exactly as `gpu-platform job` renders them.
 
-Only the host is changed (pod 0's DNS name becomes localhost, the port a free one) and the trainer
-is replaced by a worker that crashes once, so torchrun's own restarts are exercised.
+Only the host is changed (pod 0's DNS name becomes localhost, the port a free one, the pod IP
+127.0.0.1, NODE_RANK the pod's index as the downward API would set it) and the trainer is
+replaced by a worker that dies once, so torchrun's own restarts are exercised. Every agent runs
+in a session of its own and is killed with its whole process group at the end, whatever happened.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +27,54 @@ from k8s_support import REPO
 from components.jobs import renderer
 from infra import stackfile
 
+# A marker file per rank tells a worker's first run from its second (TORCHELASTIC_RESTART_COUNT
+# is per agent, and under c10d an agent whose workers were healthy restarts them uncounted).
 CRASH_ONCE = """\
-import datetime, os
+import datetime, os, pathlib, sys
 import torch, torch.distributed as dist
-attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+marker = pathlib.Path(sys.argv[0]).parent / f"ran_{rank}"
+run = 2 if marker.exists() else 1
+marker.touch()
 store, _, _ = next(dist.rendezvous("env://", rank, world, timeout=datetime.timedelta(seconds=60)))
-dist.init_process_group("gloo", store=dist.PrefixStore(f"t/{attempt}", store), rank=rank, world_size=world)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
 total = torch.ones(1)
 dist.all_reduce(total)
-print(f"rank {rank} attempt {attempt} sum {int(total.item())}", flush=True)
-if attempt == "0" and rank == world - 1:
+print(f"rank {rank} run {run} sum {int(total.item())}", flush=True)
+if run == 1 and rank == world - 1:
     os._exit(7)
 dist.barrier()
 dist.destroy_process_group()
 """
+
+# The survivor of the kill below is busy outside any collective (a long computation, a slow
+# read): it would notice nothing of its peer's death. Only its agent can restart it.
+# The survivor of the kill below is busy outside any collective (a long computation, a slow
+# read): it would notice nothing of its peer's death. Only its agent can restart it. A marker
+# file per rank tells a worker's first run from its second: c10d restarts the healthy pod's
+# workers without counting a failure, so TORCHELASTIC_RESTART_COUNT differs between the pods.
+KILLED_ONCE = """\
+import datetime, os, pathlib, signal, sys, time
+import torch.distributed as dist
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+marker = pathlib.Path(sys.argv[0]).parent / f"ran_{rank}"
+run = 2 if marker.exists() else 1
+marker.touch()
+store, _, _ = next(dist.rendezvous("env://", rank, world, timeout=datetime.timedelta(seconds=60)))
+dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+dist.barrier()
+print(f"rank {rank} run {run} started {time.time():.3f}", flush=True)
+if run == 1:
+    if rank == world - 1:
+        time.sleep(1)
+        print(f"rank {rank} killed {time.time():.3f}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(600)
+dist.barrier()
+dist.destroy_process_group()
+"""
 TIMEOUT_S = 180
+RESTART_WITHIN_S = 60
 
 
 def free_port() -> int:
@@ -57,52 +96,112 @@ def rendered_container() -> dict[str, Any]:
     return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
 
 
-def pod_command(container: dict[str, Any], rank: int, port: int, script: Path) -> list[str]:
-    """The container's command and args as the kubelet would run them in pod `rank`."""
-    args = [a.replace("$(NODE_RANK)", str(rank)) for a in container["args"]]
-    args = ["--master-addr=localhost" if a.startswith("--master-addr=") else a for a in args]
-    args = [f"--master-port={port}" if a.startswith("--master-port=") else a for a in args]
+def pod_command(container: dict[str, Any], port: int, script: Path) -> list[str]:
+    """The container's command and args as the kubelet would run them (it expands $(POD_IP))."""
+    args = [a.replace("$(POD_IP)", "127.0.0.1") for a in container["args"]]
+    args = [f"--rdzv-endpoint=localhost:{port}" if a.startswith("--rdzv-endpoint=") else a for a in args]
     # The worker stands in for `-m trainer train ...`.
     args = args[: args.index("-m")] + [str(script)]
     return [sys.executable if c == "python3" else c for c in container["command"]] + args
 
 
-def pod_env(container: dict[str, Any], **extra: str) -> dict[str, str]:
+def pod_env(container: dict[str, Any], rank: int = 0, **extra: str) -> dict[str, str]:
     values = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, **values, "PATH": path, "OMP_NUM_THREADS": "1", **extra}
+    # What the downward API fills in: the completion index and the pod's address.
+    fields = {"NODE_RANK": str(rank), "POD_IP": "127.0.0.1"}
+    return {**os.environ, **values, **fields, "PATH": path, "OMP_NUM_THREADS": "1",
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **extra}
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(parent, []).append(int(entry.name))
+    tree, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        tree.append(current)
+        frontier.extend(parents.get(current, []))
+    return tree
+
+
+@contextmanager
+def two_pods(container: dict[str, Any], script: Path, logs: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two agents, each in its own session, logging to logs/pod<i>.log; on leaving, each agent's
+    whole process group (the agent and its workers) is killed, so nothing outlives the test."""
+    port = free_port()
+    pods = []
+    try:
+        for rank in (0, 1):
+            with open(logs / f"pod{rank}.log", "wb") as out:
+                pods.append(subprocess.Popen(pod_command(container, port, script), env=pod_env(container, rank),
+                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+        yield pods
+    finally:
+        # torchrun starts its workers in sessions of their own, so the agent's process group does
+        # not hold them: the whole tree is collected first, then killed.
+        for pod in pods:
+            for pid in reversed(process_tree(pod.pid)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            pod.wait()
+
+
+def output(logs: Path) -> str:
+    return "".join((logs / f"pod{rank}.log").read_text(errors="replace") for rank in (0, 1))
+
+
+def wait_all(pods: list[subprocess.Popen[bytes]], logs: Path) -> list[int]:
+    deadline = time.monotonic() + TIMEOUT_S
+    for pod in pods:
+        try:
+            pod.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the pods did not finish within {TIMEOUT_S} s; logs:\n{output(logs)[-4000:]}")
+    return [pod.returncode for pod in pods]
 
 
 def test_two_pods_rendezvous_and_torchrun_restarts_a_crashed_worker(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    container = rendered_container()
     script = tmp_path / "worker.py"
     script.write_text(CRASH_ONCE)
-    port = free_port()
-    pods = [
-        subprocess.Popen(
-            pod_command(container, rank, port, script),
-            env=pod_env(container),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    try:
-        outputs = [pod.communicate(timeout=TIMEOUT_S)[0] for pod in pods]
-    finally:
-        for pod in pods:
-            pod.kill()
-    assert [pod.returncode for pod in pods] == [0, 0], outputs
-    finished = "".join(outputs)
+    with two_pods(rendered_container(), script, tmp_path) as pods:
+        codes = wait_all(pods, tmp_path)
+    finished = output(tmp_path)
+    assert codes == [0, 0], finished[-4000:]
     for rank in range(4):
-        assert f"rank {rank} attempt 1 sum 4" in finished, finished
+        assert f"rank {rank} run 2 sum 4" in finished, finished
+
+
+def test_one_pod_s_killed_worker_restarts_both_pods_together_within_a_minute(tmp_path: Path) -> None:
+    """The other pod's workers sit outside any collective; c10d tells their agent that a node
+    waits for a new round, and it restarts them without counting a failure."""
+    pytest.importorskip("torch")
+    script = tmp_path / "worker.py"
+    script.write_text(KILLED_ONCE)
+    with two_pods(rendered_container(), script, tmp_path) as pods:
+        codes = wait_all(pods, tmp_path)
+    finished = output(tmp_path)
+    assert codes == [0, 0], finished[-4000:]
+    killed = float(re.findall(r"rank 3 killed ([0-9.]+)", finished)[0])
+    restarted = {int(r): float(t) for r, t in re.findall(r"rank (\d) run 2 started ([0-9.]+)", finished)}
+    assert sorted(restarted) == [0, 1, 2, 3], finished[-4000:]
+    assert max(restarted.values()) - killed < RESTART_WITHIN_S, (killed, restarted)
 
 
 def test_a_pod_gives_up_when_pod_0_s_name_never_resolves() -> None:
     container = rendered_container()
-    args = [a if not a.startswith("--master-addr=") else "--master-addr=train-node-0-0.invalid" for a in container["args"]]
+    args = [a if not a.startswith("--rdzv-endpoint=") else "--rdzv-endpoint=train-node-0-0.invalid:29400"
+            for a in container["args"]]
     command = [sys.executable if c == "python3" else c for c in container["command"]] + args
     done = subprocess.run(command, env=pod_env(container, RDZV_WAIT_SECONDS="1"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1

@@ -6,7 +6,8 @@ Two upstream hazards shape this module (both in docs/trainer.md):
   keeps it across restarts, while the workers' keys are not scoped per attempt
   (pytorch/pytorch#135712): restarted gloo workers can then read the previous attempt's keys
   and hang while connecting. The launch environment sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1,
-  and independently of that, the store is prefixed here with the restart count.
+  which gives every round a fresh store; where the store is shared anyway, its keys are
+  prefixed here with the restart count (`_store_prefix`).
 - Freeing a gloo process group at interpreter exit can deadlock. `shutdown` ends a run with a
   barrier and an explicit destroy, bounded by a timeout; the CLI then leaves with os._exit so
   the interpreter never tears down what is left.
@@ -129,6 +130,19 @@ def device_precision(mode: str) -> Precision:
     return choose_precision("cuda", has_bf16, name, mode)
 
 
+def _store_prefix() -> str:
+    """Keys of one attempt apart from the last one's where the store outlives an attempt: the
+    agent's store, shared with the workers (TORCHELASTIC_USE_AGENT_STORE=True), where the
+    restart count scopes them. Otherwise (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, as the image
+    sets) every rendezvous round hands the workers a fresh store, and the restart count must not
+    be used: under c10d a healthy node's workers are restarted without counting a failure
+    (torch/distributed/elastic/agent/server/api.py, num_nodes_waiting), so the count differs
+    between nodes and their keys would never meet."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return f"trainer/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return "trainer"
+
+
 def init_distributed(timeout: timedelta) -> Dist:
     """Always create a process group, even for one process, so the trainer has one code path."""
     rank, world_size, local_rank = world_from_env()
@@ -144,10 +158,9 @@ def init_distributed(timeout: timedelta) -> Dist:
         store.set_timeout(timeout)
     else:
         store = dist.HashStore()
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     dist.init_process_group(
         backend,
-        store=dist.PrefixStore(f"trainer/attempt_{attempt}", store),
+        store=dist.PrefixStore(_store_prefix(), store),
         rank=rank,
         world_size=world_size,
         timeout=timeout,
