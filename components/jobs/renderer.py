@@ -85,6 +85,12 @@ def shared_gpus(pool: Pool) -> bool:
     return pool.sharing_mode in ("time-slicing", "mps")
 
 
+def whole_gpu_memory_gib(pool: Pool) -> int | None:
+    """The catalog's memory of the pool's GPU when a pod gets whole GPUs; None on a MIG slice or a
+    shared GPU, which hold less (the trainer asks CUDA there)."""
+    return pool.gpu.memory_gib if pool.sharing_mode == "none" else None
+
+
 def _spec_pool(spec: PlatformSpec, name: str) -> NodePoolSpec:
     return next(p for p in spec.node_pools if p.name == name)
 
@@ -173,10 +179,12 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
         if image_problem:
             problems.append(f"{source}: {image_problem}")
     peak = pool.gpu.peak_bf16_tflops if pool is not None else 1.0
+    whole_gpu = whole_gpu_memory_gib(pool) if pool is not None else None
     world_size = request.nodes * request.gpus_per_node if sizes_valid else None
     problems += [
         f"trainer argument {problem}"
-        for problem in trainer_args.problems(with_platform_defaults(request, peak), world_size)
+        for problem in trainer_args.problems(with_platform_defaults(request, peak, whole_gpu), world_size,
+                                             request.gpus_per_node)
     ]
     return problems
 
@@ -245,9 +253,7 @@ def _container(
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    # A MIG slice or a shared GPU holds less than the catalog's figure: the trainer asks CUDA there.
-    whole_gpu = pool.gpu.memory_gib if pool.sharing_mode == "none" else None
-    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops, whole_gpu)
+    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops, whole_gpu_memory_gib(pool))
     return {
         "name": "trainer",
         "image": image,

@@ -16,6 +16,7 @@ import contextlib
 import io
 
 from trainer import config as trainer_config
+from trainer import memory as trainer_memory
 from trainer import meta as trainer_meta
 
 COMMAND = "train"
@@ -96,9 +97,9 @@ def _walk(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
     return problems
 
 
-def problems(args: list[str], world_size: int | None) -> list[str]:
-    """Every problem of `train` with `args` in a job of `world_size` processes (None: unknown, so
-    the batch arithmetic is not checked), one per line."""
+def problems(args: list[str], world_size: int | None, per_node: int | None = None) -> list[str]:
+    """Every problem of `train` with `args` in a job of `world_size` processes, `per_node` on each
+    node (None: unknown, so the batch arithmetic and the memory are not checked), one per line."""
     found = _walk(_train_parser(), args)
     if found:
         return found
@@ -118,6 +119,9 @@ def problems(args: list[str], world_size: int | None) -> list[str]:
         return []
     try:
         parsed.check_world(world_size)
+        if parsed.gpu_memory_gib is not None and per_node is not None:
+            # Every GPU of the catalog computes in 16 bits (bf16, or fp16 with a loss scaler).
+            trainer_memory.micro_batch(parsed, world_size, per_node, 2, int(parsed.gpu_memory_gib * trainer_memory.GIB))
     except trainer_config.ConfigError as exc:
         return [str(exc)]
     return []

@@ -506,3 +506,11 @@ def test_cli_reports_every_problem_one_line_each_and_exits_2(capsys: pytest.Capt
     assert lines[2].startswith("onprem: --image: 'my registry/x v1' is not an image reference")
     assert "onprem: trainer argument --preset: 'nosuch' is not one of 1b, large, medium, small, tiny" in lines
     assert "onprem: trainer argument --seed: required" in lines
+
+
+def test_a_micro_batch_the_pool_s_gpus_cannot_hold_is_refused_before_submission() -> None:
+    args = ["--preset", "1b", "--max-steps", "10", "--checkpoint-every", "5", "--global-batch-size", "512",
+            "--seq-len", "2048", "--seed", "1", "--data", "/data/x", "--parallel", "fsdp", "--micro-batch-size", "32"]
+    found = problems(trainer_args=args)  # 2 nodes x 8 A100-80GB of onprem's a100-train
+    assert any(p.startswith("trainer argument --micro-batch-size 32: preset 1b at --seq-len 2048 needs an estimated")
+               and "more than the 80 GiB of GPU memory" in p for p in found), found

@@ -81,3 +81,12 @@ def test_a_prepared_folder_this_machine_can_read_is_checked_against_the_preset(t
 
 def test_a_data_path_only_the_pods_see_is_left_to_the_trainer() -> None:
     assert trainer_args.problems(VALID, None) == []
+
+
+def test_with_the_gpu_s_memory_a_micro_batch_that_cannot_fit_is_refused_naming_the_estimate() -> None:
+    args = ["--data", "/d", "--checkpoint-dir", "/c", "--metrics-file", "/m", "--preset", "1b", "--max-steps", "10",
+            "--checkpoint-every", "5", "--global-batch-size", "512", "--seq-len", "2048", "--seed", "1",
+            "--parallel", "fsdp", "--gpu-memory-gib", "80"]
+    assert trainer_args.problems(args, 16, 8) == []
+    [refusal] = trainer_args.problems([*args, "--micro-batch-size", "32"], 16, 8)
+    assert refusal.startswith("--micro-batch-size 32: preset 1b at --seq-len 2048 needs an estimated 92.53 GiB")

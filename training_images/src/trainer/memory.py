@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.config import ModelConfig
+from trainer.config import ConfigError, ModelConfig, TrainConfig
 
 GIB = 1 << 30
 # Headroom kept free below the GPU's memory when choosing the default micro-batch: the CUDA
@@ -154,3 +154,30 @@ def largest_fitting(cfg: ModelConfig, per_rank: int, seq_len: int, mode: str, wo
         if estimate(cfg, micro, seq_len, mode, world_size, per_node, compute_bytes, checkpointing).total <= budget:
             return micro
     return None
+
+
+def micro_batch(cfg: TrainConfig, world_size: int, per_node: int, compute_bytes: int, gpu_bytes: int) -> tuple[int, Estimate]:
+    """The micro-batch of `cfg` on GPUs of `gpu_bytes`, and its estimate: an explicit one that does
+    not fit is refused, naming the estimate; without one, the largest divisor of the per-rank
+    batch that fits (the rest is accumulated). Shared by the trainer (trainer.fit) and by
+    `gpu-platform job`, which knows the GPU from its catalog."""
+    args = (cfg.seq_len, cfg.parallel, world_size, per_node, compute_bytes, cfg.activation_checkpointing)
+    usable = usable_bytes(gpu_bytes)
+    where = f"{gpu_bytes / GIB:.0f} GiB of GPU memory, {usable / GIB:.1f} GiB usable"
+    if cfg.micro_batch_size is not None:
+        needed = estimate(cfg.model, cfg.micro_batch_size, *args)
+        if needed.total > usable:
+            raise ConfigError(
+                f"--micro-batch-size {cfg.micro_batch_size}: preset {cfg.preset} at --seq-len {cfg.seq_len} "
+                f"needs an estimated {needed.describe()} per rank, more than the {where}; use a smaller one"
+                + ("" if cfg.activation_checkpointing else " or --activation-checkpointing")
+            )
+        return cfg.micro_batch_size, needed
+    per_rank = cfg.global_batch_size // world_size
+    micro = largest_fitting(cfg.model, per_rank, *args, gpu_bytes)
+    if micro is None:
+        raise ConfigError(
+            f"preset {cfg.preset} at --seq-len {cfg.seq_len} needs an estimated "
+            f"{estimate(cfg.model, 1, *args).describe()} per rank for a micro-batch of 1, more than the {where}"
+        )
+    return micro, estimate(cfg.model, micro, *args)
