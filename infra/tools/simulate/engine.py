@@ -16,7 +16,11 @@ What each part does, and the upstream behaviour it follows:
   nominal quota may preempt: workloads of lower priority in its own queue (withinClusterQueue)
   and, in queues of the cohort that are borrowing, those the reclaimWithinCohort policy allows,
   other queues first, lowest priority first, most recently admitted first; the targets found
-  are then minimised by adding back, in reverse order, those it can do without.
+  are then minimised by adding back, in reverse order, those it can do without. A job admitted
+  at an instant is no target at that same instant: in Kueue a preemption takes a scheduling
+  cycle and an eviction (seconds) that this model's instant admission skips, and without the
+  rule queues that reclaim from each other in turn (reclaimWithinCohort Any with preemption
+  within a queue while borrowing) would preempt in a cycle forever without the clock moving.
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
   requeued after a backoff, behind the workloads queued meanwhile.
@@ -57,6 +61,7 @@ from infra.tools.simulate.state import (
     FINISH,
     FINISHED,
     INTERRUPT,
+    MAX_ADMISSIONS_PER_JOB,
     NODE_READY,
     PENDING,
     PODS_READY_TIMEOUT,
@@ -67,6 +72,7 @@ from infra.tools.simulate.state import (
     SCALE_DOWN,
     STALL_CYCLES,
     UNPARK,
+    BoundExceeded,
     Job,
     Node,
     PoolState,
@@ -233,6 +239,12 @@ class Simulation(Autoscaling):
         self.dirty.add(job.pool)
 
     def _admit(self, pool: PoolState, job: Job, now: float) -> None:
+        if job.preemptions + job.requeues >= MAX_ADMISSIONS_PER_JOB:
+            raise BoundExceeded(
+                f"pool {pool.model.name}: job {job.spec.id} admitted {MAX_ADMISSIONS_PER_JOB:,} times by t={now:.0f}s"
+                f" ({job.preemptions:,} preemptions, {job.requeues:,} waitForPodsReady requeues); the run stops at"
+                " the bound on admissions per job (MAX_ADMISSIONS_PER_JOB, docs/capacity-planning.md)"
+            )
         queued = pool.pending[job.queue][job.slots]
         heapq.heappop(queued)
         if not queued:
@@ -440,7 +452,7 @@ class Simulation(Autoscaling):
                 if size <= pool.available(q):
                     self._admit(pool, job, now)
                 elif size <= nominal[q] and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q]) and (
-                    targets := preemption.targets(pool, job, self.model.queues[q])
+                    targets := preemption.targets(pool, job, self.model.queues[q], now)
                 ):
                     for target in targets:
                         self._evict(pool, target, now)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from infra.tools.simulate.model import StackModel, spot_rate_per_s
 from infra.tools.simulate.trace import TraceJob
 
+# Event kinds, in the order events of one instant are handled, so that a job that finishes as its
 # node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of
 # deadlines (waitForPodsReady timeouts; scale-downs held by the delay after a scale-up), so a
 # busy cluster does not carry one event per waiting job or idle node.
@@ -24,6 +25,17 @@ PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
 # their work (frequent spot losses, no checkpoints) end unfinished instead of running forever.
 STALL_CYCLES = 2
 RUN_CAP = 10
+
+# The most times one job may be admitted in a run. Every admission after the first follows a
+# preemption, a waitForPodsReady timeout or a lost node, each of which takes simulated time, so a
+# job only gets near this in a preemption cycle that never settles (two queues reclaiming from
+# each other) or in a defect of the model: the run stops with BoundExceeded, naming the pool and
+# the job, instead of growing without end.
+MAX_ADMISSIONS_PER_JOB = 20_000
+
+
+class BoundExceeded(Exception):
+    """A run went past MAX_ADMISSIONS_PER_JOB: its figures would mean nothing."""
 
 # Status and end_reason names (jobs.csv, segments.csv).
 STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED = "finished", "rejected", "unfinished"
