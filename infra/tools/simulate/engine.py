@@ -16,11 +16,14 @@ What each part does, and the upstream behaviour it follows:
   nominal quota may preempt: workloads of lower priority in its own queue (withinClusterQueue)
   and, in queues of the cohort that are borrowing, those the reclaimWithinCohort policy allows,
   other queues first, lowest priority first, most recently admitted first; the targets found
-  are then minimised by adding back, in reverse order, those it can do without. A job admitted
-  at an instant is no target at that same instant: in Kueue a preemption takes a scheduling
-  cycle and an eviction (seconds) that this model's instant admission skips, and without the
-  rule queues that reclaim from each other in turn (reclaimWithinCohort Any with preemption
+  are then minimised by adding back, in reverse order, those it can do without. The preemptor is
+  admitted at once, unless a target was itself admitted by a preemption at that same instant:
+  then the preemption waits model.PREEMPTION_S for another cycle. In Kueue a preemption takes a
+  scheduling cycle and an eviction (seconds) that this model's instant admission skips; without
+  the wait, queues that reclaim from each other in turn (reclaimWithinCohort Any, and preemption
   within a queue while borrowing) would preempt in a cycle forever without the clock moving.
+  With it, each preemption at one instant admits a job no other preemption at that instant may
+  evict, so an instant holds at most one preemption per job.
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
   requeued after a backoff, behind the workloads queued meanwhile.
@@ -50,7 +53,7 @@ from typing import Any, Sequence
 
 from infra.tools.simulate import preemption
 from infra.tools.simulate.autoscaling import Autoscaling
-from infra.tools.simulate.model import StackModel, backoff_s
+from infra.tools.simulate.model import PREEMPTION_S, StackModel, backoff_s
 from infra.tools.simulate.state import (
     ADMITTED,
     BACKOFF,
@@ -67,6 +70,7 @@ from infra.tools.simulate.state import (
     PODS_READY_TIMEOUT,
     REJECTED,
     REQUEUE,
+    RETRY,
     RUN_CAP,
     RUNNING,
     SCALE_DOWN,
@@ -194,6 +198,10 @@ class Simulation(Autoscaling):
             pool, node = obj
             if node.alive:
                 self._remove_node(self.pools[pool], node, now)
+        elif kind == RETRY:
+            obj.retry_pending = False
+            obj.quota_freed = True
+            self.dirty.add(obj.index)
 
     # --- jobs -------------------------------------------------------------------------------
 
@@ -241,9 +249,9 @@ class Simulation(Autoscaling):
     def _admit(self, pool: PoolState, job: Job, now: float) -> None:
         if job.preemptions + job.requeues >= MAX_ADMISSIONS_PER_JOB:
             raise BoundExceeded(
-                f"pool {pool.model.name}: job {job.spec.id} admitted {MAX_ADMISSIONS_PER_JOB:,} times by t={now:.0f}s"
-                f" ({job.preemptions:,} preemptions, {job.requeues:,} waitForPodsReady requeues); the run stops at"
-                " the bound on admissions per job (MAX_ADMISSIONS_PER_JOB, docs/capacity-planning.md)"
+                f"pool {pool.model.name}: job {job.spec.id} reached the bound of {MAX_ADMISSIONS_PER_JOB:,} admissions"
+                f" per job at t={now:.0f}s ({job.preemptions:,} preemptions, {job.requeues:,} waitForPodsReady"
+                " requeues); a run this unsettled is not simulated further (docs/capacity-planning.md)"
             )
         queued = pool.pending[job.queue][job.slots]
         heapq.heappop(queued)
@@ -452,11 +460,20 @@ class Simulation(Autoscaling):
                 if size <= pool.available(q):
                     self._admit(pool, job, now)
                 elif size <= nominal[q] and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q]) and (
-                    targets := preemption.targets(pool, job, self.model.queues[q], now)
+                    targets := preemption.targets(pool, job, self.model.queues[q])
                 ):
+                    if any(target.won_at == now for target in targets):
+                        # Its preemption waits a cycle: see the module doc.
+                        self._retry_admission(pool, now)
+                        if strict[q]:
+                            active[q] = []
+                        else:
+                            active[q].remove(size)
+                        continue
                     for target in targets:
                         self._evict(pool, target, now)
                     self._admit(pool, job, now)
+                    job.won_at = now
                 elif strict[q]:
                     active[q] = []
                     continue
@@ -466,6 +483,12 @@ class Simulation(Autoscaling):
                 if size not in pending[q]:
                     active[q].remove(size)
 
+
+    def _retry_admission(self, pool: PoolState, now: float) -> None:
+        """Another admission pass on the pool after PREEMPTION_S, as after a release of quota."""
+        if not pool.retry_pending:
+            pool.retry_pending = True
+            self._push(now + PREEMPTION_S, RETRY, pool)
 
     def _settle(self, now: float) -> None:
         dirty = self.dirty

@@ -75,6 +75,13 @@ KUEUE_BACKOFF_BASE_S = 60.0
 KUEUE_BACKOFF_MAX_S = 3600.0
 KUEUE_REQUEUE_TIMESTAMP = "Eviction"
 
+# Seconds a preemption waits when a target was admitted at that very instant (the engine's module
+# doc says why). Kueue marks the targets Evicted, their JobSets are suspended, their quota is
+# released once the jobs report no active pods (a batch Job counts a terminating pod as inactive:
+# Kueue keps/6143-pod-integration-fast-quota-release), and the preemptor is admitted in a later
+# scheduling cycle: API round trips of seconds. A planning figure, not a measurement.
+PREEMPTION_S = 10.0
+
 # Preemption policies Kueue accepts (apis/kueue/v1beta2 clusterqueue_types.go) and the ones this
 # model implements: every value of withinClusterQueue and reclaimWithinCohort; borrowWithinCohort
 # only `Never` (the default, and what the stacks deploy).

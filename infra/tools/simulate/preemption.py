@@ -64,26 +64,22 @@ def allows(policy: str, job: Job, candidate: Job) -> bool:
     return policy == "Any"
 
 
-def targets(pool: PoolState, job: Job, queue: QueueModel, now: float) -> list[Job]:
+def targets(pool: PoolState, job: Job, queue: QueueModel) -> list[Job]:
     """Classic preemption (pkg/scheduler/preemption/preemption.go, classicalPreemptions, and
-    classical/candidate_generator.go), with borrowWithinCohort Never. Jobs admitted at `now` are
-    no candidates (the engine's module doc says why)."""
+    classical/candidate_generator.go), with borrowWithinCohort Never."""
     q, need = job.queue, job.slots
     # Candidate order: other queues first, then lower priority, then admitted most recently.
     order = lambda c: (c.queue == q, c.priority, -c.admission)  # noqa: E731
     same = []
     if queue.within_cluster_queue != "Never":
-        same = sorted(
-            (c for c in pool.admitted[q].values() if c.admitted_at != now and allows(queue.within_cluster_queue, job, c)),
-            key=order,
-        )
+        same = sorted((c for c in pool.admitted[q].values() if allows(queue.within_cluster_queue, job, c)), key=order)
     # The preemptor fits in its own nominal quota: a reclaim it may make while borrowing nothing.
     advantage = pool.usage[q] + need <= pool.nominal[q]
     others = []
     if pool.cohort[q] >= 0 and queue.reclaim_within_cohort != "Never":
         for other, admitted in enumerate(pool.admitted):
             if other != q and pool.cohort[other] == pool.cohort[q] and pool.usage[other] > pool.nominal[other]:
-                others += [c for c in admitted.values() if c.admitted_at != now and allows(queue.reclaim_within_cohort, job, c)]
+                others += [c for c in admitted.values() if allows(queue.reclaim_within_cohort, job, c)]
         others.sort(key=order)
     candidates = others + same
     if not others or pool.usage[q] >= pool.nominal[q]:

@@ -13,7 +13,7 @@ from infra.tools.simulate.trace import TraceJob
 # node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of
 # deadlines (waitForPodsReady timeouts; scale-downs held by the delay after a scale-up), so a
 # busy cluster does not carry one event per waiting job or idle node.
-FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT = range(7)
+FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT, RETRY = range(8)
 
 # Job states.
 PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
@@ -110,7 +110,7 @@ class Job:
     __slots__ = (
         "spec", "index", "pool", "queue", "slots", "per_node", "nodes", "priority", "pod_priority", "expendable",
         "state", "order_ts", "token", "admitted_at", "admission", "progress", "seg_start", "held", "first_start", "end",
-        "preemptions", "interruptions", "lost", "requeues", "reason",
+        "preemptions", "interruptions", "lost", "requeues", "reason", "won_at",
     )
 
     def __init__(self, spec: TraceJob, index: int, pool: int, queue: int, priority: int, pod_priority: int, expendable: bool) -> None:
@@ -141,6 +141,9 @@ class Job:
         self.lost = 0.0
         self.requeues = 0
         self.reason = ""
+        # When the job was last admitted by preempting others (engine: such a job is no target
+        # at that same instant).
+        self.won_at = -1.0
 
     def key(self) -> tuple[int, float, int, Job]:
         """Kueue's queue order: priority, then the queue timestamp."""
@@ -204,6 +207,8 @@ class PoolState:
         self.demand_nodes = 0
         self.arrivals: list[Job] = []
         self.quota_freed = False
+        # An admission pass is due after a preemption that had to wait (engine RETRY).
+        self.retry_pending = False
         self.nodes: list[Node] = []
         self.free: list[Node] = []
         self.provisioning = 0
