@@ -94,6 +94,26 @@ class ModelError(Exception):
     """The synthesized objects hold something this model cannot simulate faithfully."""
 
 
+# What the model knowingly does not simulate, by name: a stack that deploys one of these is
+# refused with its name (Refused), never simulated as if it were something else.
+# docs/capacity-planning.md ("What simulate refuses") lists the same names.
+REFUSALS: dict[str, str] = {
+    "fair-sharing": "Kueue fair sharing (scheduling.fairSharing): admission and preemption by share, not modeled yet",
+    "borrow-within-cohort": "preemption.borrowWithinCohort other than Never: preempting while borrowing",
+    "hierarchical-cohorts": "a Cohort with a parentName: quota lent through a tree of cohorts",
+    "fixed-size-node-pool": "a GKE node pool without autoscaling limits: a fixed node count",
+}
+
+
+class Refused(ModelError):
+    """The stack deploys something in REFUSALS."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        assert reason in REFUSALS, f"undocumented refusal {reason!r}"
+        super().__init__(f"{detail}: not simulated (refused: {reason}; docs/capacity-planning.md)")
+        self.reason = reason
+
+
 # --- the model ------------------------------------------------------------------------------
 
 

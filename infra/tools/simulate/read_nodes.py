@@ -24,6 +24,7 @@ from infra.tools.simulate.model import (
     ModelError,
     Overrides,
     PoolModel,
+    Refused,
 )
 from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of
 
@@ -187,7 +188,7 @@ def _gke_nodes(objects: Objects, record: Mapping[str, Any]) -> _Nodes:
     elif "maxNodeCount" in autoscaling:
         low, high = int_of(autoscaling.get("minNodeCount", 0), what) * zones, int_of(autoscaling["maxNodeCount"], what) * zones
     else:
-        raise ModelError(f"{what}: no autoscaling limits; fixed-size GPU node pools are not modeled")
+        raise Refused("fixed-size-node-pool", f"{what}: no autoscaling limits; fixed-size GPU node pools are not modeled")
     return _Nodes(
         instance_type=shape.name,
         gpus_per_node=physical,
