@@ -71,7 +71,7 @@ def one(ref: str, trace_file: str, out: Path) -> dict[str, float | int | str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="gpu-platform simulate on every shipped stack, a week each")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}

@@ -263,6 +263,51 @@ class PoolState:
     def alive_nodes(self) -> int:
         return len(self.nodes)
 
+    def rejection(self, job: Job, queue: str) -> str:
+        """Why the job can never be admitted on this pool (empty if it can)."""
+        m = self.model
+        if job.nodes > m.max_nodes:
+            return f"needs {job.nodes} nodes; pool {m.name} has at most {m.max_nodes}"
+        if job.per_node > m.max_pod_slots:
+            shared = " (its GPUs are shared: a pod may ask for 1)" if m.max_pod_slots < m.slots_per_node else ""
+            return f"asks {job.per_node} GPU slots per node; a pod on pool {m.name} may ask for {m.max_pod_slots}{shared}"
+        if job.slots > self.potential(job.queue):
+            return (
+                f"needs {job.slots} GPU slots; ClusterQueue {queue} may hold at most {self.potential(job.queue)}"
+                f" on pool {m.name} (nominal quota plus what its cohort can lend)"
+            )
+        return ""
+
+
+def check_admissions(job: Job, pool: PoolState, now: float, bound: int) -> None:
+    """Raise BoundExceeded before the job's admission past `bound` (MAX_ADMISSIONS_PER_JOB)."""
+    if job.preemptions + job.requeues >= bound:
+        raise BoundExceeded(
+            f"pool {pool.model.name}: job {job.spec.id} reached the bound of {bound:,} admissions per job at"
+            f" t={now:.0f}s ({job.preemptions:,} preemptions, {job.requeues:,} waitForPodsReady requeues);"
+            " a run this unsettled is not simulated further (docs/capacity-planning.md)"
+        )
+
+
+def final_result(
+    model: StackModel,
+    seed: int,
+    end: float,
+    jobs: list[Job],
+    segments: list[Segment],
+    reservations: list[Reservation],
+    pools: list[PoolState],
+) -> Result:
+    """The run's records at `end`: what still runs or holds quota is cut there."""
+    for job in jobs:
+        if job.state == RUNNING:
+            segments.append(Segment(job.spec.id, model.pools[job.pool].name, job.seg_start, end, job.slots, END_HORIZON))
+        if job.state in (RUNNING, ADMITTED):
+            queue, pool = model.queues[job.queue].name, model.pools[job.pool].name
+            reservations.append(Reservation(job.spec.id, queue, pool, job.admitted_at, end, job.slots))
+    outcomes = [job_outcome(job) for job in jobs]
+    return Result(model.stack, seed, end, outcomes, segments, reservations, [pool_outcome(pool, end) for pool in pools])
+
 
 def job_outcome(job: Job) -> JobOutcome:
     """What jobs.csv reports of a job at the end of the run."""
