@@ -36,7 +36,7 @@ def variant(rng: random.Random) -> dict[str, Any]:
             pool["minNodes"] = rng.choice([0, 0, 1])
         if "capacity" in pool:
             pool["capacity"] = rng.choice(["on-demand", "spot"])
-        if platform["cloud"] == "aws" and pool["instanceType"].startswith("p5") and rng.random() < 0.4:
+        if platform["cloud"] == "aws" and pool["instanceType"].startswith("p5") and rng.random() < 0.5:
             # An EC2 Capacity Block (docs/aws.md): on-demand only, in the block's zone.
             pool.pop("capacity", None)
             pool.update(provisioning="capacity-block", reservation="cr-0fedcba9876543210", zones=["us-east-1c"], minNodes=0)
@@ -67,21 +67,26 @@ def outcome(document: dict[str, Any], path: Path, seed: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    rng = random.Random(29)
+def drawn(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], str]]:
+    # A seed whose draws cover every cloud, Capacity Blocks and fair sharing.
+    rng = random.Random(44)
     folder = tmp_path_factory.mktemp("stacks")
-    return [outcome(variant(rng), folder / f"Pulumi.random-{i}.yaml", i) for i in range(CASES)]
+    documents = [variant(rng) for _ in range(CASES)]
+    return [(d, outcome(d, folder / f"Pulumi.random-{i}.yaml", i)) for i, d in enumerate(documents)]
 
 
-def test_every_accepted_stack_simulates_or_is_refused_by_a_documented_name(outcomes: list[str]) -> None:
-    accepted = [o for o in outcomes if o != "invalid"]
-    assert len(accepted) >= CASES // 2, outcomes
+def test_every_accepted_stack_simulates_or_is_refused_by_a_documented_name(drawn: list[tuple[dict[str, Any], str]]) -> None:
+    accepted = [o for _, o in drawn if o != "invalid"]
+    assert len(accepted) >= CASES // 2, accepted
     documented = {f"refused: {name}" for name in model.REFUSALS}
     assert set(accepted) <= {"simulated"} | documented
 
 
-def test_the_random_stacks_reach_both_outcomes(outcomes: list[str]) -> None:
+def test_the_random_stacks_reach_both_outcomes_and_capacity_blocks(drawn: list[tuple[dict[str, Any], str]]) -> None:
+    outcomes = [o for _, o in drawn]
     assert "simulated" in outcomes and "refused: fair-sharing" in outcomes, outcomes
+    blocks = [o for d, o in drawn if "capacity-block" in yaml.safe_dump(d)]
+    assert "simulated" in blocks, blocks
 
 
 def test_a_model_error_that_is_no_refusal_fails_the_property() -> None:
