@@ -5,7 +5,8 @@ Prints one JSON document. Each run is the whole command in a fresh child process
 the stack, the trace, the simulation, every output and plot): the example trace on prod-aws,
 prod-gcp and prod-aws with its H200 pool on a Capacity Block (tests/data/stacks), and the trace
 of the same shape written for each other stack (examples/traces/generate.py). Per run: wall
-clock seconds (median of --repeat) and the child's peak resident memory (resource.getrusage's
+clock seconds (median of --repeat), the part after synthesis (trace, simulation, outputs, plots:
+what the command itself prints) and the child's peak resident memory (resource.getrusage's
 ru_maxrss, read in the child). The budget is 30 s and 1 GB per run on the 2-core machine; each
 child is stopped at 120 s and 3 GB so that a regression shows as a failed run, not a hung one.
 """
@@ -66,8 +67,10 @@ def one(ref: str, trace_file: str, out: Path) -> dict[str, float | int | str]:
     child = json.loads(lines[-1])
     if child["code"] != 0:
         return {"error": f"simulate exit {child['code']}: {done.stderr.strip()[-300:]}"}
-    summary = lines[0].split(" -> ")[0]
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(child["maxrss_kib"] / 1024, 1), "summary": summary}
+    # "STACK: N jobs, ... -> OUT (S s)": S is the command's own time after synthesis.
+    summary, _, rest = lines[0].partition(" -> ")
+    after_synth = float(rest.rsplit("(", 1)[1].rstrip("s)"))
+    return {"wall_s": round(wall, 2), "after_synth_s": after_synth, "peak_rss_mb": round(child["maxrss_kib"] / 1024, 1), "summary": summary}
 
 
 def main() -> None:
@@ -86,6 +89,7 @@ def main() -> None:
             rss = max(float(t["peak_rss_mb"]) for t in tries)
             results[name] = {
                 "wall_s": wall,
+                "after_synth_s": statistics.median(float(t["after_synth_s"]) for t in tries),
                 "peak_rss_mb": rss,
                 "within_budget": wall < BUDGET_S and rss < BUDGET_MB,
                 "summary": tries[0]["summary"],
