@@ -3,9 +3,14 @@ admitted past the bound on admissions stops the run with an error naming its poo
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+from helpers import REPO
 from sim_support import job, outcomes, pool, queue, stack
 
+from infra import cli
 from infra.tools.simulate import engine, model, state
 
 
@@ -59,3 +64,13 @@ def test_the_same_run_under_the_default_bound_finishes() -> None:
     sim = stack([pool(min_nodes=1, max_nodes=1, autoscaled=False)], [queue("a", {"p": 8}, cohort=None)])
     trace = [job("j1", 0, "a", gpus=4, duration=5000), job("j2", 0, "a", gpus=4, duration=5000)]
     assert outcomes(engine.simulate(sim, trace))["j2"].status == "finished"
+
+
+def test_the_command_reports_a_run_past_the_bound_as_one_line_exit_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(engine, "MAX_ADMISSIONS_PER_JOB", 1)
+    trace = REPO / "examples" / "traces" / "prod-aws-week.csv"
+    assert cli.main(["simulate", "prod-aws", "--trace", str(trace), "--out", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"error: simulate prod-aws: pool [a-z0-9-]+: job job-\d{4} reached the bound of 1 admissions per job .*", line)
