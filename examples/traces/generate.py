@@ -27,7 +27,7 @@ POOLS: dict[str, Shape] = {
     "h200-train": (105, [(1, 60), (2, 30), (4, 10)], 8, 2.0, 1800),
     "l4-eval": (300, [(1, 1)], 1, 0.3, None),
 }
-TIERS = [("production", 15), ("standard", 55), ("best-effort", 25), ("opportunistic", 5)]
+TIERS: list[tuple[object, int]] = [("production", 15), ("standard", 55), ("best-effort", 25), ("opportunistic", 5)]
 TEAMS: list[tuple[object, int]] = [("research", 60), ("applied", 40)]
 
 # The other stacks: their pools (stacks/Pulumi.<stack>.yaml) and, per pool, the teams that hold
