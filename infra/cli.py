@@ -115,6 +115,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_INVALID
+    except (simulate.ModelError, simulate.BoundExceeded) as exc:
+        # A stack the model refuses or cannot read, or a run past its bound: exit 1, one line.
+        print(f"error: simulate {stack_file.stack}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     return EXIT_OK
 
 

@@ -25,6 +25,13 @@ def test_the_other_defaults_are_in_the_parameter_table() -> None:
     assert (model.KUEUE_BACKOFF_BASE_S, model.KUEUE_BACKOFF_MAX_S) == (60, 3600) and "60 s doubling to 3600 s" in rows
     assert state.STALL_CYCLES == 2 and "2 x (30 + 60) min" in rows
     assert state.RUN_CAP == 10 and "10 x the longest job" in rows
+    assert model.PREEMPTION_S == 10 and "waits 10 s, then retried" in rows
+    assert state.MAX_ADMISSIONS_PER_JOB == 20_000 and "at most 20,000 in a run" in rows
+
+
+@pytest.mark.parametrize("reason", sorted(model.REFUSALS))
+def test_every_refusal_is_documented_by_name(reason: str) -> None:
+    assert any(row.startswith(f"| `{reason}` |") for row in TABLE)
 
 
 def test_the_documented_plots_exist() -> None:

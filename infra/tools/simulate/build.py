@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from infra.tools.simulate import read_nodes, read_queues
-from infra.tools.simulate.model import ModelError, Overrides, StackModel
+from infra.tools.simulate.model import PREEMPTION_S, ModelError, Overrides, StackModel
 from infra.tools.simulate.objects import Objects
+from infra.tools.simulate.state import MAX_ADMISSIONS_PER_JOB
 
 
 def stack_model(
@@ -44,7 +45,9 @@ def stack_model(
             "requeue_backoff_base_s": kueue.backoff_base_s,
             "requeue_backoff_max_s": kueue.backoff_max_s,
             "requeue_timestamp": kueue.requeue_timestamp,
+            "preemption_wait_s": PREEMPTION_S,
         },
+        "max_admissions_per_job": MAX_ADMISSIONS_PER_JOB,
     }
     return StackModel(
         stack=stack,

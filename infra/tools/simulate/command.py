@@ -15,6 +15,10 @@ from pathlib import Path
 from components.facts import catalog
 from infra import synth
 from infra.tools.simulate import build, engine, model, report, trace
+from infra.tools.simulate.model import ModelError
+from infra.tools.simulate.state import BoundExceeded
+
+__all__ = ["BoundExceeded", "ModelError", "Options", "UsageError", "prepare", "run"]
 
 
 class UsageError(Exception):

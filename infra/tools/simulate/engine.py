@@ -16,7 +16,11 @@ What each part does, and the upstream behaviour it follows:
   nominal quota may preempt: workloads of lower priority in its own queue (withinClusterQueue)
   and, in queues of the cohort that are borrowing, those the reclaimWithinCohort policy allows,
   other queues first, lowest priority first, most recently admitted first; the targets found
-  are then minimised by adding back, in reverse order, those it can do without.
+  are then minimised by adding back, in reverse order, those it can do without. The preemptor is
+  admitted at once, unless a target itself won a preemption at that instant: then it waits
+  model.PREEMPTION_S (Kueue's eviction takes seconds, which instant admission skips). Without
+  the wait, queues that reclaim from each other in turn would preempt in a cycle forever at one
+  instant; with it, a job preempts its way in at most once an instant, and stays in that instant.
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
   requeued after a backoff, behind the workloads queued meanwhile.
@@ -46,22 +50,23 @@ from typing import Any, Sequence
 
 from infra.tools.simulate import preemption
 from infra.tools.simulate.autoscaling import Autoscaling
-from infra.tools.simulate.model import StackModel, backoff_s
+from infra.tools.simulate.model import PREEMPTION_S, StackModel, backoff_s
 from infra.tools.simulate.state import (
     ADMITTED,
     BACKOFF,
     END_FINISHED,
-    END_HORIZON,
     END_INTERRUPTED,
     END_PREEMPTED,
     FINISH,
     FINISHED,
     INTERRUPT,
+    MAX_ADMISSIONS_PER_JOB,
     NODE_READY,
     PENDING,
     PODS_READY_TIMEOUT,
     REJECTED,
     REQUEUE,
+    RETRY,
     RUN_CAP,
     RUNNING,
     SCALE_DOWN,
@@ -73,8 +78,8 @@ from infra.tools.simulate.state import (
     Reservation,
     Result,
     Segment,
-    job_outcome,
-    pool_outcome,
+    check_admissions,
+    final_result,
 )
 from infra.tools.simulate.trace import TraceJob
 
@@ -188,33 +193,22 @@ class Simulation(Autoscaling):
             pool, node = obj
             if node.alive:
                 self._remove_node(self.pools[pool], node, now)
+        elif kind == RETRY:
+            obj.retry_pending = False
+            obj.quota_freed = True
+            self.dirty.add(obj.index)
 
     # --- jobs -------------------------------------------------------------------------------
 
     def _submit(self, job: Job, now: float) -> None:
         self.last_progress = now
         pool = self.pools[job.pool]
-        reason = self._never_fits(job, pool)
+        reason = pool.rejection(job, self.model.queues[job.queue].name)
         if reason:
             job.state, job.reason = REJECTED, reason
             self.unsettled -= 1
             return
         self._enqueue(job)
-
-    def _never_fits(self, job: Job, pool: PoolState) -> str:
-        m = pool.model
-        queue = self.model.queues[job.queue].name
-        if job.nodes > m.max_nodes:
-            return f"needs {job.nodes} nodes; pool {m.name} has at most {m.max_nodes}"
-        if job.per_node > m.max_pod_slots:
-            shared = " (its GPUs are shared: a pod may ask for 1)" if m.max_pod_slots < m.slots_per_node else ""
-            return f"asks {job.per_node} GPU slots per node; a pod on pool {m.name} may ask for {m.max_pod_slots}{shared}"
-        if job.slots > pool.potential(job.queue):
-            return (
-                f"needs {job.slots} GPU slots; ClusterQueue {queue} may hold at most {pool.potential(job.queue)}"
-                f" on pool {m.name} (nominal quota plus what its cohort can lend)"
-            )
-        return ""
 
     def _enqueue(self, job: Job) -> None:
         """Into Kueue's queue (submitted, preempted, or back from a requeue backoff)."""
@@ -233,6 +227,7 @@ class Simulation(Autoscaling):
         self.dirty.add(job.pool)
 
     def _admit(self, pool: PoolState, job: Job, now: float) -> None:
+        check_admissions(job, pool, now, MAX_ADMISSIONS_PER_JOB)
         queued = pool.pending[job.queue][job.slots]
         heapq.heappop(queued)
         if not queued:
@@ -439,12 +434,16 @@ class Simulation(Autoscaling):
                 q, size = job.queue, job.slots
                 if size <= pool.available(q):
                     self._admit(pool, job, now)
-                elif size <= nominal[q] and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q]) and (
-                    targets := preemption.targets(pool, job, self.model.queues[q])
+                elif (
+                    size <= nominal[q]
+                    and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q])
+                    and (targets := preemption.targets(pool, job, self.model.queues[q]))
+                    and not self._waits(pool, targets, now)
                 ):
                     for target in targets:
                         self._evict(pool, target, now)
                     self._admit(pool, job, now)
+                    job.won_at = now
                 elif strict[q]:
                     active[q] = []
                     continue
@@ -454,6 +453,15 @@ class Simulation(Autoscaling):
                 if size not in pending[q]:
                     active[q].remove(size)
 
+    def _waits(self, pool: PoolState, targets: list[Job], now: float) -> bool:
+        """Whether a preemption must wait (a target won its own preemption at `now`: see the
+        module doc); then another admission pass follows after PREEMPTION_S."""
+        if not any(target.won_at == now for target in targets):
+            return False
+        if not pool.retry_pending:
+            pool.retry_pending = True
+            self._push(now + PREEMPTION_S, RETRY, pool)
+        return True
 
     def _settle(self, now: float) -> None:
         dirty = self.dirty
@@ -479,18 +487,7 @@ class Simulation(Autoscaling):
     # --- the result -------------------------------------------------------------------------
 
     def _result(self, end: float) -> Result:
-        for job in self.jobs:
-            if job.state == RUNNING:
-                self.segments.append(
-                    Segment(job.spec.id, self.model.pools[job.pool].name, job.seg_start, end, job.slots, END_HORIZON)
-                )
-            if job.state in (RUNNING, ADMITTED):
-                self.reservations.append(
-                    Reservation(job.spec.id, self.model.queues[job.queue].name, self.model.pools[job.pool].name, job.admitted_at, end, job.slots)
-                )
-        outcomes = [job_outcome(job) for job in self.jobs]
-        pools = [pool_outcome(pool, end) for pool in self.pools]
-        return Result(self.model.stack, self.seed, end, outcomes, self.segments, self.reservations, pools)
+        return final_result(self.model, self.seed, end, self.jobs, self.segments, self.reservations, self.pools)
 
 
 def simulate(model: StackModel, trace: Sequence[TraceJob], seed: int = 0, horizon_s: float | None = None) -> Result:

@@ -75,6 +75,13 @@ KUEUE_BACKOFF_BASE_S = 60.0
 KUEUE_BACKOFF_MAX_S = 3600.0
 KUEUE_REQUEUE_TIMESTAMP = "Eviction"
 
+# Seconds a preemption waits when a target was admitted at that very instant (the engine's module
+# doc says why). Kueue marks the targets Evicted, their JobSets are suspended, their quota is
+# released once the jobs report no active pods (a batch Job counts a terminating pod as inactive:
+# Kueue keps/6143-pod-integration-fast-quota-release), and the preemptor is admitted in a later
+# scheduling cycle: API round trips of seconds. A planning figure, not a measurement.
+PREEMPTION_S = 10.0
+
 # Preemption policies Kueue accepts (apis/kueue/v1beta2 clusterqueue_types.go) and the ones this
 # model implements: every value of withinClusterQueue and reclaimWithinCohort; borrowWithinCohort
 # only `Never` (the default, and what the stacks deploy).
@@ -85,6 +92,26 @@ QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 
 class ModelError(Exception):
     """The synthesized objects hold something this model cannot simulate faithfully."""
+
+
+# What the model knowingly does not simulate, by name: a stack that deploys one of these is
+# refused with its name (Refused), never simulated as if it were something else.
+# docs/capacity-planning.md ("What simulate refuses") lists the same names.
+REFUSALS: dict[str, str] = {
+    "fair-sharing": "Kueue fair sharing (scheduling.fairSharing): admission and preemption by share, not modeled yet",
+    "borrow-within-cohort": "preemption.borrowWithinCohort other than Never: preempting while borrowing",
+    "hierarchical-cohorts": "a Cohort with a parentName: quota lent through a tree of cohorts",
+    "fixed-size-node-pool": "a GKE node pool without autoscaling limits: a fixed node count",
+}
+
+
+class Refused(ModelError):
+    """The stack deploys something in REFUSALS."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        assert reason in REFUSALS, f"undocumented refusal {reason!r}"
+        super().__init__(f"{detail}: not simulated (refused: {reason}; docs/capacity-planning.md)")
+        self.reason = reason
 
 
 # --- the model ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from infra.tools.simulate.model import (
     ModelError,
     Overrides,
     PoolModel,
+    Refused,
 )
 from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of
 
@@ -106,10 +107,17 @@ def _shape(instance_type: str, what: str) -> catalog.InstanceType:
     return shape
 
 
+def _resource(record: Mapping[str, Any]) -> declared.Resource:
+    """A synthesis record as the checks' declared.Resource, for their shared readers."""
+    depends_on = tuple(str(key) for key in items(get(record, "options", "dependsOn")))
+    return declared.Resource(str(record["type"]), str(record["name"]), mapping(record["inputs"]), depends_on=depends_on)
+
+
 def _aws_nodes(objects: Objects, record: Mapping[str, Any]) -> _Nodes:
     props = record["inputs"]
     what = f"node group {get(props, 'nodeGroupName') or record['name']}"
-    types = [str(t) for t in items(get(props, "instanceTypes"))]
+    # Where EKS reads them: the node group's own, else its launch template's (Capacity Blocks).
+    types = declared.node_group_instance_types(_resource(record), [_resource(r) for r in objects.of(declared.LAUNCH_TEMPLATE)])
     if len(types) != 1:
         raise ModelError(f"{what}: one instance type expected, got {types}")
     shape = _shape(types[0], what)
@@ -180,7 +188,7 @@ def _gke_nodes(objects: Objects, record: Mapping[str, Any]) -> _Nodes:
     elif "maxNodeCount" in autoscaling:
         low, high = int_of(autoscaling.get("minNodeCount", 0), what) * zones, int_of(autoscaling["maxNodeCount"], what) * zones
     else:
-        raise ModelError(f"{what}: no autoscaling limits; fixed-size GPU node pools are not modeled")
+        raise Refused("fixed-size-node-pool", f"{what}: no autoscaling limits; fixed-size GPU node pools are not modeled")
     return _Nodes(
         instance_type=shape.name,
         gpus_per_node=physical,

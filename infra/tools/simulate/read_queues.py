@@ -22,6 +22,7 @@ from infra.tools.simulate.model import (
     KueueConfig,
     ModelError,
     QueueModel,
+    Refused,
     Tier,
 )
 from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of, optional_int
@@ -57,7 +58,7 @@ def cluster_queues(objects: Objects, pools: Sequence[str]) -> tuple[QueueModel, 
         if within not in WITHIN_CLUSTER_QUEUE or reclaim not in RECLAIM_WITHIN_COHORT:
             raise ModelError(f"{owner}: preemption {within}/{reclaim} is not a Kueue policy")
         if borrow != "Never":
-            raise ModelError(f"{owner}: preemption.borrowWithinCohort {borrow} is not modeled (only Never)")
+            raise Refused("borrow-within-cohort", f"{owner}: preemption.borrowWithinCohort {borrow} is not modeled (only Never)")
         if strategy not in QUEUEING_STRATEGIES:
             raise ModelError(f"{owner}: queueingStrategy {strategy} is not a Kueue strategy")
         cohort = get(spec, "cohortName")
@@ -91,7 +92,7 @@ def cohort_quotas(objects: Objects, queues: Sequence[QueueModel], pools: Sequenc
     for cohort in objects.kueue("Cohort"):
         name, spec = name_of(cohort), get(cohort, "spec")
         if get(spec, "parentName"):
-            raise ModelError(f"Cohort {name}: hierarchical cohorts (parentName) are not modeled")
+            raise Refused("hierarchical-cohorts", f"Cohort {name}: hierarchical cohorts (parentName) are not modeled")
         quotas = _gpu_quotas(spec, f"Cohort {name}")
         cohorts[name] = {p: int_of(quotas.get(p, {}).get("nominalQuota", 0), f"Cohort {name} {p} nominalQuota") for p in pools}
     return cohorts
@@ -130,7 +131,7 @@ def kueue_config(objects: Objects) -> KueueConfig:
     config = yaml.safe_load(text) if isinstance(text, str) else {}
     config = config if isinstance(config, dict) else {}
     if get(config, "fairSharing") or get(config, "admissionFairSharing"):
-        raise ModelError("Kueue configuration: fair sharing is not modeled (classic preemption only)")
+        raise Refused("fair-sharing", "Kueue configuration: fair sharing is not modeled (classic preemption only)")
     ready = mapping(get(config, "waitForPodsReady"))
     strategy = mapping(get(ready, "requeuingStrategy"))
     timeout = duration_s(str(ready["timeout"])) if "timeout" in ready else KUEUE_PODS_READY_TIMEOUT_S

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from infra.tools.simulate.model import StackModel, spot_rate_per_s
 from infra.tools.simulate.trace import TraceJob
 
+# Event kinds, in the order events of one instant are handled, so that a job that finishes as its
 # node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of
 # deadlines (waitForPodsReady timeouts; scale-downs held by the delay after a scale-up), so a
 # busy cluster does not carry one event per waiting job or idle node.
-FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT = range(7)
+FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT, RETRY = range(8)
 
 # Job states.
 PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
@@ -24,6 +25,17 @@ PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
 # their work (frequent spot losses, no checkpoints) end unfinished instead of running forever.
 STALL_CYCLES = 2
 RUN_CAP = 10
+
+# The most times one job may be admitted in a run. Every admission after the first follows a
+# preemption, a waitForPodsReady timeout or a lost node, each of which takes simulated time, so a
+# job only gets near this in a preemption cycle that never settles (two queues reclaiming from
+# each other) or in a defect of the model: the run stops with BoundExceeded, naming the pool and
+# the job, instead of growing without end.
+MAX_ADMISSIONS_PER_JOB = 20_000
+
+
+class BoundExceeded(Exception):
+    """A run went past MAX_ADMISSIONS_PER_JOB: its figures would mean nothing."""
 
 # Status and end_reason names (jobs.csv, segments.csv).
 STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED = "finished", "rejected", "unfinished"
@@ -98,7 +110,7 @@ class Job:
     __slots__ = (
         "spec", "index", "pool", "queue", "slots", "per_node", "nodes", "priority", "pod_priority", "expendable",
         "state", "order_ts", "token", "admitted_at", "admission", "progress", "seg_start", "held", "first_start", "end",
-        "preemptions", "interruptions", "lost", "requeues", "reason",
+        "preemptions", "interruptions", "lost", "requeues", "reason", "won_at",
     )
 
     def __init__(self, spec: TraceJob, index: int, pool: int, queue: int, priority: int, pod_priority: int, expendable: bool) -> None:
@@ -129,6 +141,9 @@ class Job:
         self.lost = 0.0
         self.requeues = 0
         self.reason = ""
+        # When the job was last admitted by preempting others (engine: such a job is no target
+        # at that same instant).
+        self.won_at = -1.0
 
     def key(self) -> tuple[int, float, int, Job]:
         """Kueue's queue order: priority, then the queue timestamp."""
@@ -192,6 +207,8 @@ class PoolState:
         self.demand_nodes = 0
         self.arrivals: list[Job] = []
         self.quota_freed = False
+        # An admission pass is due after a preemption that had to wait (engine RETRY).
+        self.retry_pending = False
         self.nodes: list[Node] = []
         self.free: list[Node] = []
         self.provisioning = 0
@@ -245,6 +262,51 @@ class PoolState:
 
     def alive_nodes(self) -> int:
         return len(self.nodes)
+
+    def rejection(self, job: Job, queue: str) -> str:
+        """Why the job can never be admitted on this pool (empty if it can)."""
+        m = self.model
+        if job.nodes > m.max_nodes:
+            return f"needs {job.nodes} nodes; pool {m.name} has at most {m.max_nodes}"
+        if job.per_node > m.max_pod_slots:
+            shared = " (its GPUs are shared: a pod may ask for 1)" if m.max_pod_slots < m.slots_per_node else ""
+            return f"asks {job.per_node} GPU slots per node; a pod on pool {m.name} may ask for {m.max_pod_slots}{shared}"
+        if job.slots > self.potential(job.queue):
+            return (
+                f"needs {job.slots} GPU slots; ClusterQueue {queue} may hold at most {self.potential(job.queue)}"
+                f" on pool {m.name} (nominal quota plus what its cohort can lend)"
+            )
+        return ""
+
+
+def check_admissions(job: Job, pool: PoolState, now: float, bound: int) -> None:
+    """Raise BoundExceeded before the job's admission past `bound` (MAX_ADMISSIONS_PER_JOB)."""
+    if job.preemptions + job.requeues >= bound:
+        raise BoundExceeded(
+            f"pool {pool.model.name}: job {job.spec.id} reached the bound of {bound:,} admissions per job at"
+            f" t={now:.0f}s ({job.preemptions:,} preemptions, {job.requeues:,} waitForPodsReady requeues);"
+            " a run this unsettled is not simulated further (docs/capacity-planning.md)"
+        )
+
+
+def final_result(
+    model: StackModel,
+    seed: int,
+    end: float,
+    jobs: list[Job],
+    segments: list[Segment],
+    reservations: list[Reservation],
+    pools: list[PoolState],
+) -> Result:
+    """The run's records at `end`: what still runs or holds quota is cut there."""
+    for job in jobs:
+        if job.state == RUNNING:
+            segments.append(Segment(job.spec.id, model.pools[job.pool].name, job.seg_start, end, job.slots, END_HORIZON))
+        if job.state in (RUNNING, ADMITTED):
+            queue, pool = model.queues[job.queue].name, model.pools[job.pool].name
+            reservations.append(Reservation(job.spec.id, queue, pool, job.admitted_at, end, job.slots))
+    outcomes = [job_outcome(job) for job in jobs]
+    return Result(model.stack, seed, end, outcomes, segments, reservations, [pool_outcome(pool, end) for pool in pools])
 
 
 def job_outcome(job: Job) -> JobOutcome:
