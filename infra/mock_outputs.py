@@ -35,7 +35,8 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:iam/openIdConnectProvider:OpenIdConnectProvider": {
         "arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":oidc-provider/oidc.eks.{region}.mock.internal/id/{name}",
     },
-    "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}"},
+    # An unnamed role is named after its resource (Pulumi auto-naming adds a suffix in the cloud).
+    "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}", "name": "{inputs.name}"},
     "aws:kms/key:Key": {"arn": "arn:aws:kms:{region}:" + MOCK_ACCOUNT + ":key/{name}", "keyId": "{name}"},
     # <account>.dkr.ecr.<region>.amazonaws.com/<repository name> (ECR Repository.repositoryUri).
     "aws:ecr/repository:Repository": {
