@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from components import node_resources
 from components.checks import quantities
-from components.checks.declared import Resource, get, items, mapping
+from components.checks.declared import KARPENTER_NODE_CLASS, KARPENTER_NODE_POOL, Resource, get, items, mapping
 from components.checks.fit.cluster import Cluster
 from components.checks.fit.shapes import NodeView, PodShape, Taint, int_or_none, is_known, str_map, taints_of
 from components.facts import catalog
@@ -24,8 +24,6 @@ from components.facts import karpenter as facts
 from components.node_resources import Requests
 from components.pools import GPU_RESOURCE, Pool
 
-NODE_POOL = f"kubernetes:{facts.NODE_POOL_API}:NodePool"
-NODE_CLASS = f"kubernetes:{facts.NODE_CLASS_API}:EC2NodeClass"
 # What Karpenter launches when a NodePool names no capacity type (kubernetes-sigs/karpenter
 # pkg/apis/v1 NodePool defaults: on-demand).
 DEFAULT_CAPACITY_TYPES = (facts.ON_DEMAND,)
@@ -62,11 +60,11 @@ class DeclaredNodePool:
 
 
 def declared_node_pools(resources: Sequence[Resource]) -> list[DeclaredNodePool]:
-    classes = {str(get(r.props, "metadata", "name")): r for r in resources if r.type == NODE_CLASS}
+    classes = {str(get(r.props, "metadata", "name")): r for r in resources if r.type == KARPENTER_NODE_CLASS}
     return [
         DeclaredNodePool(r, str(get(r.props, "metadata", "name")), classes.get(str(get(r.props, "spec", "template", "spec", "nodeClassRef", "name"))))
         for r in resources
-        if r.type == NODE_POOL
+        if r.type == KARPENTER_NODE_POOL
     ]
 
 
