@@ -215,3 +215,24 @@ def test_a_node_class_allowing_imdsv1_is_a_violation(variant: tuple[PlatformSpec
         "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::ml-prod-karpenter-l4-eval-nodeclass"
     ]
 
+
+
+def test_karpenter_pools_do_not_count_towards_the_node_group_ceiling() -> None:
+    def many(platform: dict[str, Any]) -> None:
+        extra = [{"name": f"l4-{i}", "instanceType": "g6.xlarge", "maxNodes": 1} for i in range(30)]
+        platform["nodePools"] += extra
+
+    assert "platform.nodePools" not in platform_problems(many)
+
+
+def test_an_existing_vpc_s_subnets_get_the_discovery_tag(tmp_path_factory: pytest.TempPathFactory) -> None:
+    config = prod_aws_karpenter_config()
+    platform = config["gpu-platform:platform"]
+    subnets = {"us-east-1b": "subnet-0123aaaa", "us-east-1c": "subnet-0123bbbb"}
+    platform["nodePools"][3]["zones"] = ["us-east-1b"]
+    platform["aws"] = {"provisioner": "karpenter", "network": {"vpcId": "vpc-0123abcd", "subnetIds": subnets}}
+    path = tmp_path_factory.mktemp("vpc") / "Pulumi.prod-aws-karpenter-vpc.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    result = offline.synthesize(str(path), REPO)[2]
+    tags = {r["inputs"]["resourceId"]: r["inputs"]["value"] for r in result.by_type("aws:ec2/tag:Tag")}
+    assert tags == {"subnet-0123aaaa": "ml-prod", "subnet-0123bbbb": "ml-prod", "sg-ml-prod-cluster": "ml-prod"}
