@@ -281,3 +281,10 @@ def test_the_dev_aws_karpenter_stack_has_node_pools_and_no_autoscaler(synthesize
     assert set(objects(result, NODE_POOL)) == {"l4-shared", "l4-train"}
     assert not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "cluster-autoscaler"]
 
+
+
+def test_weights_take_reserved_before_spot_before_on_demand(prod: Synthesis, synthesized: Any) -> None:
+    spot = {p["spec"]["weight"] for p in objects(synthesized("dev-aws-karpenter"), NODE_POOL).values()}
+    pools = objects(prod, NODE_POOL)
+    reserved, on_demand = pools["l40s-reserved"]["spec"]["weight"], pools["l4-eval"]["spec"]["weight"]
+    assert len(spot) == 1 and reserved > spot.pop() > on_demand
