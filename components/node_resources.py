@@ -9,12 +9,15 @@ instead of the spec, so a derivation that disagrees with what is declared shows 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from components.facts import aws as aws_facts
 from components.facts import catalog
+from components.facts import karpenter as karpenter_facts
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import NodePoolSpec, PlatformSpec
+from components.spec.karpenter_rules import karpenter_provisions
 from components.spec.models import Cloud
 
 # Advertised by the EFA device plugin, one per EFA interface of the node
@@ -131,9 +134,12 @@ def cpu_reserved_m(vcpus: int) -> int:
     return _tiered(vcpus * 1000, CPU_RESERVED_RANGES, 10000)
 
 
+def eks_max_pods(vcpus: int) -> int:
+    return EKS_MAX_PODS_LARGE if vcpus >= EKS_LARGE_NODE_VCPUS else EKS_MAX_PODS_SMALL
+
+
 def eks_memory_reserved_mib(vcpus: int) -> int:
-    pods = EKS_MAX_PODS_LARGE if vcpus >= EKS_LARGE_NODE_VCPUS else EKS_MAX_PODS_SMALL
-    return EKS_MEMORY_PER_POD_MIB * pods + EKS_MEMORY_BASE_MIB
+    return EKS_MEMORY_PER_POD_MIB * eks_max_pods(vcpus) + EKS_MEMORY_BASE_MIB
 
 
 def gke_memory_reserved_mib(memory_mib: int) -> int:
@@ -192,6 +198,29 @@ EKS_ADDON_DAEMONSETS: dict[str, str] = {
     "aws-efs-csi-driver": "efs-csi-node",
 }
 # The add-ons the AWS wing installs whose DaemonSets tolerate every taint (components.aws.cluster).
+
+def karpenter_allocatable(
+    shape: catalog.InstanceType,
+    max_pods: int | None = None,
+    kube_reserved: Requests | None = None,
+    system_reserved: Requests = Requests(0, 0),
+    eviction_mib: int = karpenter_facts.EVICTION_HARD_MEMORY_MIB,
+) -> Requests:
+    """Allocatable as Karpenter predicts it before launching a node (facts.karpenter): memory less
+    the VM overhead, kube-reserved (11 MiB per pod + 255 MiB, the CPU tiers), system-reserved and
+    the hard eviction threshold. Karpenter launches only where a pod fits this prediction. Pods:
+    the EC2NodeClass's kubelet.maxPods, else the EKS figure, an upper bound of the ENI-limited
+    count Karpenter takes on AL2023 (more pods reserve more memory)."""
+    pods = max_pods or eks_max_pods(shape.vcpus)
+    memory = shape.memory_gib * 1024
+    memory -= math.ceil(memory * karpenter_facts.VM_MEMORY_OVERHEAD_PERCENT)
+    reserved = kube_reserved or Requests(
+        cpu_reserved_m(shape.vcpus),
+        karpenter_facts.KUBE_RESERVED_MEMORY_PER_POD_MIB * pods + karpenter_facts.KUBE_RESERVED_MEMORY_BASE_MIB,
+    )
+    return Requests(shape.vcpus * 1000, memory - eviction_mib) - reserved - system_reserved
+
+
 EKS_ADDONS = ("vpc-cni", "kube-proxy", "aws-ebs-csi-driver", "aws-efs-csi-driver")
 DEVICE_PLUGIN_DAEMONSETS = ("nvidia-device-plugin", "gpu-feature-discovery", "node-feature-discovery-worker")
 
@@ -222,7 +251,12 @@ def job_allocatable(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec) -> 
     if pool.instance_type is None or spec.cloud == "existing":
         return None
     taken = sum((DAEMONSET_REQUESTS[name] for name in gpu_node_daemonsets(spec, pool, spec_pool)), NOTHING)
-    return allocatable(spec.cloud, pool.instance_type) - taken
+    node = allocatable(spec.cloud, pool.instance_type)
+    if karpenter_provisions(spec, spec_pool):
+        # A pod must fit Karpenter's prediction to get a node launched, and the kubelet's to run.
+        predicted = karpenter_allocatable(pool.instance_type)
+        node = Requests(min(node.cpu_m, predicted.cpu_m), min(node.memory_mib, predicted.memory_mib))
+    return node - taken
 
 
 def share(node: Requests, slots: int, slots_per_node: int) -> Requests:

@@ -35,7 +35,8 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:iam/openIdConnectProvider:OpenIdConnectProvider": {
         "arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":oidc-provider/oidc.eks.{region}.mock.internal/id/{name}",
     },
-    "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}"},
+    # An unnamed role is named after its resource (Pulumi auto-naming adds a suffix in the cloud).
+    "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}", "name": "{inputs.name}"},
     "aws:kms/key:Key": {"arn": "arn:aws:kms:{region}:" + MOCK_ACCOUNT + ":key/{name}", "keyId": "{name}"},
     # <account>.dkr.ecr.<region>.amazonaws.com/<repository name> (ECR Repository.repositoryUri).
     "aws:ecr/repository:Repository": {
@@ -43,6 +44,7 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "arn": "arn:aws:ecr:{region}:" + MOCK_ACCOUNT + ":repository/{inputs.name}",
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{inputs.bucket}"},
+    "aws:sqs/queue:Queue": {"arn": "arn:aws:sqs:{region}:" + MOCK_ACCOUNT + ":{inputs.name}"},
     # docker-build Image.ref: "a single fully-qualified tag including the build's digest" once pushed.
     "docker-build:index:Image": {"ref": "{inputs.tags.0}@sha256:" + "0" * 64, "digest": "sha256:" + "0" * 64},
     "gcp:container/cluster:Cluster": {

@@ -21,3 +21,24 @@ def stack_config(stack: str) -> dict[str, Any]:
 
 def platform_of(stack: str) -> dict[str, Any]:
     return stack_config(stack)["gpu-platform:platform"]
+
+
+def prod_aws_karpenter_config() -> dict[str, Any]:
+    """prod-aws with `aws.provisioner: karpenter`: its EFA pools stay node groups, l4-eval becomes a
+    NodePool (from zero: Karpenter keeps no idle nodes), and a reserved L40S pool is added."""
+    config = stack_config("prod-aws")
+    platform = config["gpu-platform:platform"]
+    platform["aws"] = {"provisioner": "karpenter", "zones": ["us-east-1a", "us-east-1b", "us-east-1c"]}
+    next(p for p in platform["nodePools"] if p["name"] == "l4-eval")["minNodes"] = 0
+    platform["nodePools"].append(
+        {
+            "name": "l40s-reserved",
+            "instanceType": "g6e.12xlarge",
+            "maxNodes": 2,
+            "provisioning": "reservation",
+            "reservation": "cr-0123456789abcdef0",
+            "zones": ["us-east-1a"],
+        }
+    )
+    platform["scheduling"]["teams"][1]["quotas"]["l40s-reserved"] = 8
+    return config

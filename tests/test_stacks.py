@@ -12,7 +12,7 @@ STACKS = stackfile.all_stacks(Path(__file__).resolve().parents[1])
 
 
 def test_the_example_stacks_are_the_ones_teams_start_from() -> None:
-    assert STACKS == ["dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"]
+    assert STACKS == ["dev-aws-karpenter", "dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"]
 
 
 @pytest.mark.parametrize("stack", STACKS)

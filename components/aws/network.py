@@ -7,6 +7,7 @@ import pulumi_aws as aws
 
 from components.aws import plan
 from components.facts import aws as aws_facts
+from components.facts import karpenter as karpenter_facts
 from components.spec import PlatformSpec
 
 # A new VPC spans this many zones when the spec names none (EKS needs at least two).
@@ -47,6 +48,8 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cluster = spec.cluster.name
         cluster_tag = {f"{aws_facts.CLUSTER_TAG_PREFIX}{cluster}": "shared"}
+        # Karpenter's EC2NodeClasses find the node subnets by this tag (components/aws/karpenter.py).
+        discovery = {karpenter_facts.DISCOVERY_TAG: cluster} if spec.aws_settings.provisioner == "karpenter" else {}
         vpc = aws.ec2.Vpc(
             name,
             cidr_block=spec.aws_settings.network.effective_vpc_cidr,
@@ -93,7 +96,7 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 availability_zone=zone,
                 cidr_block=subnets.private_cidr,
-                tags={"Name": f"{name}-private-{zone}", aws_facts.INTERNAL_ELB_TAG: "1", **cluster_tag},
+                tags={"Name": f"{name}-private-{zone}", aws_facts.INTERNAL_ELB_TAG: "1", **cluster_tag, **discovery},
                 opts=child,
             )
             routes = aws.ec2.RouteTable(

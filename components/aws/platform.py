@@ -9,10 +9,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.aws import plan
+from components.aws import karpenter_plan, plan
 from components.aws.autoscaler import ClusterAutoscaler
 from components.aws.cluster import Account, EksCluster
 from components.aws.efs import TrainingFileSystem
+from components.aws.karpenter import Karpenter
 from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
@@ -22,6 +23,7 @@ from components.kubernetes import DataVolume
 from components.naming import resource_name
 from components.pools import Pool
 from components.spec import DeployTimeProblems, PlatformSpec
+from components.spec.karpenter_rules import karpenter_provisions
 from components.spec.problems import ROOT
 
 
@@ -72,8 +74,11 @@ class AwsPlatform(pulumi.ComponentResource):
         if problems:
             raise DeployTimeProblems(problems)
         spec_pools = {p.name: p for p in spec.node_pools}
+        # Pools Karpenter provisions get a NodePool; the others a node group the autoscaler sizes.
+        launched = [p for p in pools if karpenter_provisions(spec, spec_pools[p.name])]
+        grouped = [p for p in pools if p not in launched]
         groups: dict[str, GpuNodeGroup] = {}
-        for pool in pools:
+        for pool in grouped:
             spec_pool = spec_pools[pool.name]
             zones = plan.pool_zones(spec_pool, network.zones, offered[spec_pool.instance_type or ""])
             groups[pool.name] = GpuNodeGroup(
@@ -90,17 +95,31 @@ class AwsPlatform(pulumi.ComponentResource):
             )
         self.node_groups = {pool: group.node_group for pool, group in groups.items()}
 
-        ClusterAutoscaler(
-            resource_name(spec, "cluster-autoscaler"),
-            cluster_name=cluster_name,
-            kubernetes_version=spec.cluster.kubernetes_version,
-            cluster=cluster,
-            account=account,
-            pools=pools,
-            asg_names={pool: group.asg_name for pool, group in groups.items()},
-            system_asg_name=asg_name(cluster.system_nodes),
-            opts=child,
-        )
+        if grouped:
+            ClusterAutoscaler(
+                resource_name(spec, "cluster-autoscaler"),
+                cluster_name=cluster_name,
+                kubernetes_version=spec.cluster.kubernetes_version,
+                cluster=cluster,
+                account=account,
+                pools=grouped,
+                asg_names={pool: group.asg_name for pool, group in groups.items()},
+                system_asg_name=asg_name(cluster.system_nodes),
+                opts=child,
+            )
+        node_pools: list[pulumi.Resource] = []
+        if karpenter_plan.uses_karpenter(spec):
+            karpenter = Karpenter(
+                resource_name(spec, "karpenter"),
+                cluster_name=cluster_name,
+                cluster=cluster,
+                account=account,
+                pools=[(pool, spec_pools[pool.name]) for pool in launched],
+                # A new VPC's subnets carry the discovery tag already (Network).
+                tag_subnets=list(network.private_subnets.values()) if spec.aws_settings.network.vpc_id else [],
+                opts=child,
+            )
+            node_pools = [karpenter.release, *karpenter.node_pools]
         if any(p.efa for p in spec.node_pools):
             chart = charts.EFA_DEVICE_PLUGIN
             k8s.helm.v3.Release(
@@ -130,7 +149,7 @@ class AwsPlatform(pulumi.ComponentResource):
             opts=child,
         )
         self.data_volume = file_system.data_volume
-        self.ready = [cluster.system_nodes, *cluster.addons, *self.node_groups.values()]
+        self.ready = [cluster.system_nodes, *cluster.addons, *self.node_groups.values(), *node_pools]
 
         self.outputs = {
             "kubeconfig": cluster.kubeconfig,
@@ -142,6 +161,8 @@ class AwsPlatform(pulumi.ComponentResource):
             "dataFileSystemId": file_system.file_system_id,
             "nodeGroups": {pool: group.node_group_name for pool, group in self.node_groups.items()},
         }
+        if launched:
+            self.outputs["nodePools"] = [pool.name for pool in launched]
         if not spec.scheduling.teams:
             # The one role of a stack without teams, under the output name it always had.
             self.outputs["trainerRoleArn"] = storage.trainer_role_arns[naming.team_namespace(naming.DEFAULT_TEAM)]

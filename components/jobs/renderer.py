@@ -23,6 +23,7 @@ import yaml
 
 from components import naming, node_resources, tenancy
 from components.jobs import grace, image_ref, trainer_args
+from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
 from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -32,6 +33,7 @@ from components.naming import TRAINER_UID
 from components.node_resources import EFA_RESOURCE, Requests
 from components.pools import GPU_RESOURCE, Pool, derive_pools
 from components.spec import NodePoolSpec, PlatformSpec
+from components.spec.karpenter_rules import karpenter_provisions
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 # Kubernetes sets this annotation on each pod of an Indexed Job (batch/v1 Job docs).
@@ -339,6 +341,9 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
     annotations = pod_annotations(spec)
+    if karpenter_provisions(spec, spec_pool):
+        # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
+        annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",

@@ -7,6 +7,7 @@ import re
 
 from components.facts import catalog, limits
 from components.facts.aws import ARM64_AMI_TYPES, BOTTLEROCKET_AMI_TYPES
+from components.spec.karpenter_rules import karpenter_problems, node_group_pools
 from components.spec.models import ANYWHERE, AwsSpec, NodePoolSpec, PlatformSpec
 from components.spec.problems import ROOT, Problem, cloud_only_problems
 
@@ -48,19 +49,21 @@ def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
             Problem(f"{at}.systemNodes.maxNodes", f"must be >= minNodes ({nodes.min_nodes}), got {nodes.max_nodes}")
         )
     problems += _node_group_size_problems(nodes.max_nodes, f"{at}.systemNodes.maxNodes")
-    if len(spec.node_pools) >= limits.EKS_NODE_GROUPS_PER_CLUSTER:
+    grouped = node_group_pools(spec)
+    if len(grouped) >= limits.EKS_NODE_GROUPS_PER_CLUSTER:
         problems.append(
             Problem(
                 f"{ROOT}.nodePools",
                 f"at most {limits.EKS_NODE_GROUPS_PER_CLUSTER - 1} GPU pools: each is an EKS managed node group, and EKS "
                 f"allows {limits.EKS_NODE_GROUPS_PER_CLUSTER} per cluster (service quota 'Managed node groups per cluster'), "
-                f"one of them the system node group; got {len(spec.node_pools)}",
+                f"one of them the system node group; got {len(grouped)}",
             )
         )
     network_zones = _aws_network_zones(settings)
     for i, pool in enumerate(spec.node_pools):
         problems += _aws_pool_problems(pool, f"{ROOT}.nodePools[{i}]", region, network_zones)
     problems += _aws_device_plugin_problems(spec)
+    problems += karpenter_problems(spec)
     return problems
 
 

@@ -33,6 +33,8 @@ ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
 # its version leaves standard support; EXTENDED keeps it there, at extended-support prices.
 SupportType = Literal["STANDARD", "EXTENDED"]
 DriverVersion = Literal["DEFAULT", "LATEST"]
+# Who adds and removes the AWS GPU nodes (components/aws/karpenter.py; docs/aws.md, "Provisioners").
+Provisioner = Literal["cluster-autoscaler", "karpenter"]
 
 
 class _Spec(BaseModel):
@@ -233,6 +235,9 @@ class AwsSpec(_Spec):
     system_nodes: AwsSystemNodesSpec = Field(default_factory=AwsSystemNodesSpec)
     # What EKS does when the cluster's version leaves standard support (see SupportType).
     support_type: SupportType = "STANDARD"
+    # Who provisions the GPU nodes: the cluster-autoscaler sizing one managed node group per pool,
+    # or Karpenter launching them from a NodePool per pool (EFA pools stay on node groups).
+    provisioner: Provisioner = "cluster-autoscaler"
 
     def endpoint_public(self, environment: Environment) -> bool:
         if self.public_endpoint is not None:

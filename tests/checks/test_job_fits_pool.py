@@ -23,7 +23,7 @@ from components.pools import derive_pools
 from infra import cli, stackfile
 from infra.synth import Synthesis
 
-STACKS = ["dev-aws", "dev-gcp", "prod-aws", "prod-gcp", "onprem"]
+STACKS = ["dev-aws", "dev-aws-karpenter", "dev-gcp", "prod-aws", "prod-gcp", "onprem"]
 Records = list[dict[str, Any]]
 EFA_TAG = "k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"
 

@@ -66,7 +66,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str],
 def test_the_example_stacks_pass(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, err = run(capsys)
     assert (code, lines) == (0, [])
-    assert err.startswith("checked 5 stack(s): 0 mandatory")
+    assert err.startswith("checked 6 stack(s): 0 mandatory")
 
 
 def test_a_mandatory_violation_prints_one_line_and_exits_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,12 +155,12 @@ def test_custom_resources_are_counted_not_validated(monkeypatch: pytest.MonkeyPa
 def test_the_matrix_lists_every_stack_by_environment() -> None:
     matrix = check.stack_matrix(REPO)
     assert {group: [row["stack"] for row in rows] for group, rows in matrix.items()} == {
-        "all": ["dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"],
-        "dev": ["dev-aws", "dev-gcp"],
+        "all": ["dev-aws-karpenter", "dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"],
+        "dev": ["dev-aws-karpenter", "dev-aws", "dev-gcp"],
         "staging": ["onprem"],
         "prod": ["prod-aws", "prod-gcp"],
     }
-    assert matrix["all"][0] == {"stack": "dev-aws", "cloud": "aws", "environment": "dev", "region": "us-west-2"}
+    assert matrix["all"][0] == {"stack": "dev-aws-karpenter", "cloud": "aws", "environment": "dev", "region": "us-west-2"}
 
 
 def test_the_matrix_becomes_github_outputs_with_counts() -> None:

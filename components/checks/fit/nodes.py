@@ -18,6 +18,7 @@ from components.checks.declared import (
     node_group_instance_types,
 )
 from components.checks.fit.cluster import Cluster
+from components.checks.fit.karpenter import karpenter_views
 from components.checks.fit.kueue import Kueue
 from components.checks.fit.shapes import (
     NodeView,
@@ -197,7 +198,7 @@ def node_candidates(spec: PlatformSpec, resources: Sequence[Resource], cluster: 
     if spec.cloud == "existing":
         return [[_existing_view(pool, cluster)]]
     node_type = EKS_NODE_GROUP if spec.cloud == "aws" else GKE_NODE_POOL
-    found: list[list[NodeView]] = []
+    found: list[list[NodeView]] = karpenter_views(resources, cluster, pool, pod) if spec.cloud == "aws" else []
     for res in resources:
         if res.type != node_type:
             continue
@@ -210,7 +211,7 @@ def node_candidates(spec: PlatformSpec, resources: Sequence[Resource], cluster: 
 
 def view_problems(view: NodeView, pod: PodShape) -> list[str]:
     """What keeps the pods off a node of `view`: labels, taints, resources, node count."""
-    problems: list[str] = []
+    problems: list[str] = list(view.blocked)
     if view.labels is not None:
         missing = {k: v for k, v in pod.node_selector.items() if view.labels.get(k) != v}
         problems += [f"{view.what} lacks the label {k}={v} the pods select" for k, v in missing.items()]

@@ -42,6 +42,8 @@ class NodeView:
     source_pattern: str = ""
     # Nodes come only through ProvisioningRequests (GKE queued provisioning).
     queued: bool = False
+    # What keeps the provisioner from launching such a node for this job at all (Karpenter).
+    blocked: tuple[str, ...] = ()
 
     def source(self, name: str) -> str:
         return self.sources.get(name) or self.source_pattern.format(name=name)

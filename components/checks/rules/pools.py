@@ -11,12 +11,15 @@ from components.checks.declared import items as _items
 from components.checks.declared import mapping as _mapping
 from components.checks.declared import node_group_instance_types
 from components.checks.fit import proof
+from components.checks.fit.karpenter import DeclaredNodePool, capacity_types, declared_node_pools, instance_types
 from components.checks.rules.base import Context, Violation, int_or_none, is_unknown, truthy
 from components.facts import catalog
 from components.pools import GPU_TAINT_KEY, POOL_LABEL
 
-# Both NodeGroup taints and GKE node pool taints spell the effect this way.
+# Both NodeGroup taints and GKE node pool taints spell the effect this way; Karpenter's NodePool
+# templates as Kubernetes does.
 NO_SCHEDULE = "NO_SCHEDULE"
+_NO_SCHEDULE_SPELLINGS = (NO_SCHEDULE, "NoSchedule")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ def _has_gpu_taint(taints: Any) -> bool | None:
     if is_unknown(taints):
         return None
     return any(
-        _get(t, "key") == GPU_TAINT_KEY and _get(t, "effect") == NO_SCHEDULE for t in _items(taints)
+        _get(t, "key") == GPU_TAINT_KEY and _get(t, "effect") in _NO_SCHEDULE_SPELLINGS for t in _items(taints)
     )
 
 
@@ -81,6 +84,20 @@ def _gke_pool(res: Resource) -> PoolView | None:
     )
 
 
+def _karpenter_pool(node_pool: DeclaredNodePool) -> PoolView:
+    """A NodePool: no minimum (Karpenter launches for pending pods only), at most as many nodes of
+    its largest admitted type as its GPU limit holds; no limit, no maximum."""
+    gpus = max((shape.gpus_per_node for shape in instance_types(node_pool)), default=0)
+    limit = node_pool.gpu_limit
+    return PoolView(
+        resource=node_pool.resource,
+        gpus_per_node=gpus,
+        min_nodes=0,
+        max_nodes=limit // gpus if limit is not None and gpus else None,
+        tainted=_has_gpu_taint(_get(node_pool.spec, "template", "spec", "taints")),
+    )
+
+
 def _gke_node_range(props: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Pool-wide min and max nodes: total* counts, or per-zone counts times the pool's zones."""
     autoscaling = _get(props, "autoscaling")
@@ -101,8 +118,8 @@ def _gke_node_range(props: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 
 def gpu_pools(resources: Sequence[Resource]) -> list[PoolView]:
-    """Every EKS node group and GKE node pool whose nodes carry NVIDIA GPUs."""
-    views: list[PoolView] = []
+    """Every EKS node group, Karpenter NodePool and GKE node pool whose nodes carry NVIDIA GPUs."""
+    views: list[PoolView] = [_karpenter_pool(p) for p in declared_node_pools(resources)]
     for res in resources:
         view = _eks_pool(res, resources) if res.type == EKS_NODE_GROUP else _gke_pool(res) if res.type == GKE_NODE_POOL else None
         if view is not None:
@@ -168,7 +185,7 @@ def stack_max_gpus(resources: Sequence[Resource], ctx: Context) -> list[Violatio
 def spot_allowed(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
     if ctx.allow_spot:
         return []
-    spot: list[Resource] = []
+    spot: list[Resource] = [p.resource for p in declared_node_pools(resources) if "spot" in capacity_types(p)]
     for res in resources:
         if res.type == EKS_NODE_GROUP and _get(res.props, "capacityType") == "SPOT":
             spot.append(res)

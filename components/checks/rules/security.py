@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from components.checks.declared import (
+    KARPENTER_NODE_CLASS,
     EFS_FILE_SYSTEM,
     EKS_CLUSTER,
     EKS_NODE_GROUP,
@@ -115,6 +116,8 @@ def encrypted_storage(resources: Sequence[Resource], ctx: Context) -> list[Viola
     for res in resources:
         if res.type == LAUNCH_TEMPLATE:
             out += _launch_template_encryption(res)
+        elif res.type == KARPENTER_NODE_CLASS:
+            out += _node_class_encryption(res)
         elif res.type == EKS_NODE_GROUP and _get(res.props, "launchTemplate") is None:
             out.append(
                 Violation(
@@ -173,9 +176,25 @@ def _launch_template_encryption(res: Resource) -> list[Violation]:
     ]
 
 
+def _node_class_encryption(res: Resource) -> list[Violation]:
+    """An EC2NodeClass without blockDeviceMappings gets its AMI family's default root volume,
+    which Karpenter encrypts (pkg/providers/amifamily DefaultEBS: Encrypted true); a mapping it
+    declares must say so itself."""
+    return [
+        Violation("encrypted-storage", res.key, f"EC2NodeClass volume {_get(m, 'deviceName') or f'#{i}'} is not encrypted: set ebs.encrypted: true")
+        for i, m in enumerate(_items(_get(res.props, "spec", "blockDeviceMappings")))
+        if _get(m, "ebs") is not None and not true_or_unknown(_get(m, "ebs", "encrypted"))
+    ]
+
+
 def imdsv2_required(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
     out: list[Violation] = []
     for res in resources:
+        if res.type == KARPENTER_NODE_CLASS:
+            # The CRD defaults metadataOptions to httpTokens required (karpenter.k8s.aws_ec2nodeclasses.yaml).
+            tokens = _get(res.props, "spec", "metadataOptions", "httpTokens")
+            if tokens not in (None, "required", UNKNOWN):
+                out.append(Violation("imdsv2-required", res.key, f"EC2NodeClass metadataOptions.httpTokens is {tokens}: set it to required"))
         if res.type == LAUNCH_TEMPLATE:
             tokens = _get(res.props, "metadataOptions", "httpTokens")
             if tokens not in ("required", UNKNOWN):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from infra.tools.simulate import read_nodes, read_queues
+from infra.tools.simulate import read_nodepools, read_nodes, read_queues
 from infra.tools.simulate.model import PREEMPTION_S, ModelError, Overrides, StackModel
 from infra.tools.simulate.objects import Objects
 from infra.tools.simulate.state import MAX_ADMISSIONS_PER_JOB
@@ -21,10 +21,14 @@ def stack_model(
     cloud = str(outputs.get("cloud", ""))
     if cloud not in ("aws", "gcp", "existing"):
         raise ModelError(f"outputs.cloud: expected aws, gcp or existing, got {cloud!r}")
-    pools = read_nodes.pool_models(objects, outputs, cloud, overrides)
+    # Flavors whose nodes come from Karpenter NodePools are read by read_nodepools.
+    kept, node_pools = read_nodepools.split(objects, resources)
+    pools = read_nodes.pool_models(Objects(kept), outputs, cloud, overrides)
+    pools += tuple(read_nodepools.pool_model(objects, flavor, p, overrides) for flavor, p in node_pools.items())
+    pools = tuple(sorted(pools, key=lambda p: p.name))
     names = [p.name for p in pools]
     queues = read_queues.cluster_queues(objects, names)
-    autoscaler = read_nodes.aws_autoscaler(objects) if cloud == "aws" else read_nodes.gke_autoscaler(objects) if cloud == "gcp" else None
+    autoscaler = read_nodepools.autoscaler(objects, read_nodes.aws_autoscaler) if cloud == "aws" else read_nodes.gke_autoscaler(objects) if cloud == "gcp" else None
     kueue = read_queues.kueue_config(objects)
     parameters: dict[str, Any] = {
         "scale_up_s": {p.name: p.scale_up_s for p in pools if p.autoscaled},
@@ -38,6 +42,7 @@ def stack_model(
             "packing": "most allocated" if autoscaler.pack_most_allocated else "least allocated",
             "source": autoscaler.source,
         },
+        "karpenter_node_pools": {flavor: read_nodepools.describe(p) for flavor, p in node_pools.items()},
         "admission_checks_not_simulated": {q.name: list(q.admission_checks) for q in queues if q.admission_checks},
         "kueue": {
             "pods_ready_timeout_s": kueue.pods_ready_timeout_s,

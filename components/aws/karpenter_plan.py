@@ -1,0 +1,134 @@
+"""What Karpenter is given, as plain data: which pools it provisions, their EC2NodeClass and
+NodePool, and the controller's Helm values. Pure functions of the spec and the pool facts, so
+each decision is tested directly; components/aws/karpenter.py maps them onto resources.
+
+Field names are the v1 CRDs' of the pinned release (aws/karpenter-provider-aws@v1.14.1
+pkg/apis/crds/karpenter.sh_nodepools.yaml and karpenter.k8s.aws_ec2nodeclasses.yaml).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.aws import plan
+from components.facts import karpenter as facts
+from components.pools import GPU_RESOURCE, Pool
+from components.spec import NodePoolSpec, PlatformSpec
+
+# The controller's service account, which its IRSA role trusts.
+SERVICE_ACCOUNT = "karpenter"
+NAMESPACE = "kube-system"
+
+
+def uses_karpenter(spec: PlatformSpec) -> bool:
+    return spec.cloud == "aws" and spec.aws_settings.provisioner == "karpenter"
+
+
+def weight(pool: Pool) -> int:
+    """NodePool weight: where several NodePools could serve a pod, Karpenter takes the highest
+    (karpenter.sh docs "NodePools", spec.weight): reserved before spot before on-demand, the
+    priority expander's order for node groups."""
+    return plan.pool_priority(pool)
+
+
+def capacity_types(pool: Pool) -> list[str]:
+    """karpenter.sh/capacity-type values the pool's nodes may have. A reservation or Capacity
+    Block pool launches into its reservation only (`reserved`), as its node group's
+    capacity-reservations-only target does."""
+    if pool.reserved:
+        return [facts.RESERVED]
+    return [facts.SPOT] if pool.spot else [facts.ON_DEMAND]
+
+
+def instance_family(instance_type: str) -> str:
+    """`p5en` of `p5en.48xlarge` (the karpenter.k8s.aws/instance-family label's value)."""
+    return instance_type.split(".", 1)[0]
+
+
+def node_class(spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str]) -> dict[str, Any]:
+    """The EC2NodeClass spec of a pool: AL2023 NVIDIA by alias, IMDSv2 only with one hop (pods
+    cannot borrow the node's role), an encrypted gp3 root volume, RAID0 over NVMe instance store,
+    the pool's reservation, and subnets and security groups found by the discovery tag."""
+    assert pool.instance_type is not None, "AWS pools have a catalog instance type"
+    discovery = [{"tags": {facts.DISCOVERY_TAG: cluster_name}}]
+    spec: dict[str, Any] = {
+        "role": node_role,
+        "amiSelectorTerms": [{"alias": facts.AMI_ALIAS[spec_pool.ami_type]}],
+        "subnetSelectorTerms": discovery,
+        "securityGroupSelectorTerms": discovery,
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": 1,
+            "httpTokens": "required",
+        },
+        "blockDeviceMappings": [
+            {
+                "deviceName": facts.ROOT_DEVICE,
+                "ebs": {
+                    "volumeSize": f"{spec_pool.root_volume_gib}Gi",
+                    "volumeType": "gp3",
+                    "iops": facts.ROOT_IOPS,
+                    "throughput": facts.ROOT_THROUGHPUT_MIBS,
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
+        "tags": {"Name": f"{cluster_name}-{pool.name}"},
+    }
+    if instance_family(pool.instance_type.name) in facts.NVME_INSTANCE_STORE_FAMILIES:
+        spec["instanceStorePolicy"] = "RAID0"
+    if pool.reserved and spec_pool.reservation is not None:
+        spec["capacityReservationSelectorTerms"] = [{"id": spec_pool.reservation}]
+    return spec
+
+
+def node_pool(spec_pool: NodePoolSpec, pool: Pool, node_class_name: str) -> dict[str, Any]:
+    """The NodePool spec of a pool: its one instance type and capacity type, its labels and the GPU
+    taint, a GPU limit of the pool's maximum, and no disruption of a node while a pod runs there."""
+    assert pool.instance_type is not None, "AWS pools have a catalog instance type"
+    requirements: list[dict[str, Any]] = [
+        {"key": facts.INSTANCE_TYPE_LABEL, "operator": "In", "values": [pool.instance_type.name]},
+        {"key": facts.CAPACITY_TYPE_LABEL, "operator": "In", "values": capacity_types(pool)},
+    ]
+    if spec_pool.zones:
+        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(spec_pool.zones)})
+    taint = pool.taint
+    return {
+        "weight": weight(pool),
+        # Karpenter counts a node's nvidia.com/gpu from its instance type: physical GPUs, not the
+        # device plugin's time-slices (pkg/providers/instancetype/types.go `gpus`).
+        "limits": {GPU_RESOURCE: str(pool.max_gpus)},
+        "disruption": {
+            # Only empty nodes go: utilization consolidation would evict training pods.
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": facts.CONSOLIDATE_AFTER,
+            "budgets": [{"nodes": facts.DISRUPTION_BUDGET_NODES}],
+        },
+        "template": {
+            "metadata": {"labels": plan.node_labels(pool, spec_pool)},
+            "spec": {
+                "nodeClassRef": {"group": facts.NODE_CLASS_GROUP, "kind": "EC2NodeClass", "name": node_class_name},
+                "requirements": requirements,
+                "taints": [{"key": taint.key, "value": taint.value, "effect": taint.effect}],
+                "expireAfter": facts.EXPIRE_AFTER,
+            },
+        },
+    }
+
+
+def controller_values(cluster_name: str, queue_name: pulumi.Input[str], role_arn: pulumi.Input[str]) -> dict[str, Any]:
+    """Helm values of the karpenter chart (keys per tests/data/charts/karpenter-1.14.1.keys.json):
+    the cluster and its interruption queue, the IRSA role, on the system node group. The chart's
+    own affinity keeps it off nodes it provisions (karpenter.sh/nodepool DoesNotExist) and spreads
+    its two replicas over hosts."""
+    return {
+        "settings": {"clusterName": cluster_name, "interruptionQueue": queue_name},
+        "serviceAccount": {"name": SERVICE_ACCOUNT, "annotations": {"eks.amazonaws.com/role-arn": role_arn}},
+        "nodeSelector": {plan.SYSTEM_ROLE_LABEL: plan.SYSTEM_ROLE},
+        # Requests as the getting-started guide sets them (controller.resources 1 CPU, 1Gi).
+        "controller": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+    }

@@ -1,0 +1,108 @@
+"""Karpenter facts: API names, labels, tags, event rules and the overhead model of the pinned
+release (charts.KARPENTER, aws/karpenter-provider-aws v1.14.1), each with the source it is read from.
+
+v1.14.1 supports Kubernetes 1.30 to 1.36 (website/content/en/v1.14/upgrading/compatibility.md,
+compatibility matrix), which covers every version in catalog.SUPPORTED_KUBERNETES_VERSIONS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.facts.aws import AmiType
+
+# The CRDs the karpenter chart installs (pkg/apis/crds at v1.14.1), served and stored at v1.
+NODE_POOL_API = "karpenter.sh/v1"
+NODE_CLASS_API = "karpenter.k8s.aws/v1"
+NODE_CLASS_GROUP = "karpenter.k8s.aws"
+
+# Well-known labels Karpenter puts on its nodes and reads in NodePool requirements
+# (kubernetes-sigs/karpenter pkg/apis/v1/labels.go; aws/karpenter-provider-aws pkg/apis/v1/labels.go).
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+NODE_POOL_LABEL = "karpenter.sh/nodepool"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+INSTANCE_FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+# Capacity types Karpenter launches (karpenter.sh/capacity-type values).
+ON_DEMAND = "on-demand"
+SPOT = "spot"
+RESERVED = "reserved"
+
+# A pod with this annotation is never voluntarily disrupted: no consolidation, drift or
+# expiration takes its node while it runs (kubernetes-sigs/karpenter pkg/apis/v1/labels.go,
+# DoNotDisruptAnnotationKey; karpenter.sh docs "Disruption", "Pod-Level Controls").
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+
+# Subnets and security groups the EC2NodeClasses select carry this tag, valued with the cluster
+# name (website getting-started-with-karpenter: "Add tags to subnets and security groups").
+DISCOVERY_TAG = "karpenter.sh/discovery"
+
+# The AMI alias of each EKS AMI type a Karpenter pool may use; the alias picks the NVIDIA variant
+# for GPU instance types itself (pkg/providers/amifamily/al2023.go resolves the standard, nvidia
+# and neuron variants). `latest`: the newest EKS-optimized AMI of the cluster's version, as managed
+# node groups take it; a new release drifts idle nodes only, since running training pods carry
+# DO_NOT_DISRUPT_ANNOTATION. Bottlerocket is left out: an EC2NodeClass's blockDeviceMappings
+# replace the family's defaults, and Bottlerocket needs its OS volume and data volume both.
+AMI_ALIAS: dict[AmiType, str] = {
+    "AL2023_x86_64_NVIDIA": "al2023@latest",
+    "AL2023_ARM_64_NVIDIA": "al2023@latest",
+}
+# AL2023's root volume device (pkg/providers/amifamily/al2023.go EphemeralBlockDevice).
+ROOT_DEVICE = "/dev/xvda"
+
+# gp3 root volume performance (EC2 User Guide, "General Purpose SSD volumes": gp3 baseline is
+# 3000 IOPS and 125 MiB/s, up to 16000 IOPS and 1000 MiB/s). Image pulls of 10-20 GiB and
+# checkpoint staging want more than the baseline.
+ROOT_IOPS = 6000
+ROOT_THROUGHPUT_MIBS = 500
+
+# Families whose instances carry NVMe instance store (EC2 User Guide, "Instance store volumes",
+# accelerated computing instance specifications). `instanceStorePolicy: RAID0` makes them the
+# node's ephemeral storage (containerd and kubelet) instead of the EBS root
+# (pkg/apis/v1/ec2nodeclass.go InstanceStorePolicy).
+NVME_INSTANCE_STORE_FAMILIES = frozenset(
+    {"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"}
+)
+
+# The EventBridge rules whose events Karpenter reads from its interruption queue
+# (website/content/en/v1.14/getting-started/getting-started-with-karpenter/cloudformation.yaml:
+# ScheduledChangeRule, SpotInterruptionRule, RebalanceRule, InstanceStateChangeRule,
+# CapacityReservationInterruptionRule). Name -> event pattern.
+INTERRUPTION_RULES: dict[str, dict[str, Any]] = {
+    "scheduled-change": {"source": ["aws.health"], "detail-type": ["AWS Health Event"]},
+    "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    "instance-state-change": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+    "capacity-reservation-interruption": {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"],
+    },
+}
+# The queue keeps a message 5 minutes: an older interruption notice is past acting on (same file,
+# KarpenterInterruptionQueue MessageRetentionPeriod).
+QUEUE_RETENTION_SECONDS = 300
+
+# Karpenter's model of a node's allocatable resources before it launches one
+# (pkg/providers/instancetype/types.go at v1.14.1): memory capacity less VM_MEMORY_OVERHEAD_PERCENT
+# (`memory`; chart settings.vmMemoryOverheadPercent, default 0.075), kube-reserved memory of
+# 11 MiB per pod + 255 MiB and the CPU tiers of `kubeReservedResources` (the same tiers as the EKS
+# AMI), no system-reserved unless the EC2NodeClass sets it, and the 100Mi memory.available hard
+# eviction threshold (`evictionThreshold`).
+VM_MEMORY_OVERHEAD_PERCENT = 0.075
+KUBE_RESERVED_MEMORY_PER_POD_MIB = 11
+KUBE_RESERVED_MEMORY_BASE_MIB = 255
+EVICTION_HARD_MEMORY_MIB = 100
+
+# Scale-up and scale-down profile (kubernetes-sigs/karpenter, chart settings batchIdleDuration 1s
+# and batchMaxDuration 10s: pending pods are batched for 1-10 s before a NodeClaim is created;
+# karpenter.sh docs "Disruption": with consolidationPolicy WhenEmpty a node goes once it has been
+# empty for `consolidateAfter`).
+BATCH_IDLE_SECONDS = 1
+BATCH_MAX_SECONDS = 10
+# An empty GPU node stays this long, so the next job of a queue (or a restarted gang) finds it warm;
+# the cluster-autoscaler's scale-down-unneeded-time of the node-group pools, for the same reason.
+CONSOLIDATE_AFTER = "15m"
+# At most this share of a NodePool's nodes is disrupted at once (NodePool disruption.budgets).
+DISRUPTION_BUDGET_NODES = "10%"
+# Nodes live until replaced for drift or emptiness: a node never expires under a training job
+# (NodePool template.spec.expireAfter; the default is 720h).
+EXPIRE_AFTER = "Never"
