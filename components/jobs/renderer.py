@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from components import naming, node_resources, tenancy
-from components.jobs import grace, image_ref, trainer_args
+from components.jobs import fabric, grace, image_ref, trainer_args
 from components.jobs.torchrun import RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -97,14 +97,16 @@ def _image(spec: PlatformSpec, request: JobRequest) -> tuple[str, str | None]:
     return "platform.trainer.image", None if image in (None, "build") else image
 
 
-def with_platform_defaults(request: JobRequest, peak_tflops: float) -> list[str]:
+def with_platform_defaults(request: JobRequest, peak_tflops: float, fabric_flags: dict[str, str] | None = None) -> list[str]:
     """The trainer arguments with what the platform fills in unless given: checkpoint and metrics
-    files on the shared volume, and the GPU's peak for MFU."""
+    files on the shared volume, the GPU's peak for MFU, and the fabric gate's mode and floor
+    (components.jobs.fabric)."""
     args = list(request.trainer_args)
     defaults = {
         "--checkpoint-dir": f"{DATA_MOUNT}/checkpoints/{request.name}",
         "--metrics-file": f"{DATA_MOUNT}/metrics/{request.name}.jsonl",
         "--peak-tflops": f"{peak_tflops:g}",
+        **(fabric_flags or {}),
     }
     for flag, value in defaults.items():
         if not any(a == flag or a.startswith(f"{flag}=") for a in args):
@@ -226,7 +228,7 @@ def _container(
         # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
         # image's trainer-efa target).
         devices[EFA_RESOURCE] = str(efa)
-        env.append({"name": "FI_PROVIDER", "value": "efa"})
+    env += fabric.env(pool, request.nodes, efa)
     resources = dict(devices)
     if trainer is not None:
         resources |= {
@@ -241,7 +243,7 @@ def _container(
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops)
+    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops, fabric.trainer_flags(pool, request.nodes, efa))
     return {
         "name": "trainer",
         "image": image,
