@@ -177,8 +177,13 @@ def prepare(mode: str, world_size: int) -> None:
     """Before the process group exists (NCCL reads its debug settings once, at its first
     initialization): INFO lines of INIT and NET into a file, so stderr stays readable and the
     gate can read them back. A user's own NCCL_DEBUG_FILE is kept and read."""
-    if mode == "off" or not multi_node(world_size):
-        return
+    if mode != "off" and multi_node(world_size):
+        capture_nccl_log()
+
+
+def capture_nccl_log() -> None:
+    """NCCL_DEBUG=INFO (kept if TRACE) for INIT and NET (added to the user's subsystems), into
+    debug_file()."""
     if os.environ.get("NCCL_DEBUG", "").upper() not in DEBUG_LEVELS:
         os.environ["NCCL_DEBUG"] = "INFO"
     subsystems = os.environ.get("NCCL_DEBUG_SUBSYS")
@@ -189,7 +194,7 @@ def prepare(mode: str, world_size: int) -> None:
     os.environ.setdefault("NCCL_DEBUG_FILE", str(debug_file()))
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(errors="replace").splitlines()
     except OSError:
@@ -257,7 +262,7 @@ def gate(mode: str, floor_gbps: float | None, max_mib: int, d: Dist) -> dict[str
     if mode == "off" or not multi_node(d.world_size):
         return None
     samples = probe(d, probe_sizes(max_mib))
-    mine = (d.rank, node_name(), transport_of(_read_lines(debug_file())) if d.device.type == "cuda" else Transport(()))
+    mine = (d.rank, node_name(), transport_of(read_lines(debug_file())) if d.device.type == "cuda" else Transport(()))
     gathered: list[tuple[int, str, Transport] | None] = [None] * d.world_size
     dist.all_gather_object(gathered, mine)
     ranks = [entry for entry in gathered if entry is not None]
