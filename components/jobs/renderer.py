@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from components import naming, node_resources, tenancy
-from components.jobs import fabric, grace, image_ref, trainer_args
+from components.jobs import fabric, grace, image_ref, placement, trainer_args
 from components.jobs.torchrun import RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -76,6 +76,8 @@ class JobRequest:
     max_restarts: int = DEFAULT_MAX_RESTARTS
     # None: sized for the preset's checkpoint (components.jobs.grace).
     grace_period: int | None = None
+    # Kueue topology placement (components.jobs.placement); None: the pool's default.
+    topology: str | None = None
 
 
 def shared_gpus(pool: Pool) -> bool:
@@ -146,7 +148,7 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
     if pool is None:
         problems.append(f"--pool: no pool {request.pool!r} in this stack; pools: {', '.join(pools)}")
     else:
-        problems += _pool_problems(pool, request)
+        problems += _pool_problems(pool, request) + placement.problems(spec, pool, request.topology)
     if request.team is None and len(teams) > 1:
         problems.append(f"--team: required; teams: {', '.join(sorted(teams))}")
     elif request.team is not None and request.team not in teams:
@@ -327,7 +329,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
-    annotations = pod_annotations(spec)
+    annotations = pod_annotations(spec) | placement.annotations(spec, pool, request.nodes, request.topology)
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
