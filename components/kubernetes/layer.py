@@ -271,7 +271,7 @@ class GpuLayer(pulumi.ComponentResource):
         # queues first, before Kueue's finalizers would hold the flavors.
         # Multi-node fabric pools place by the nodes' topology (components.kubernetes.topology).
         topology = topology_spec(self._spec) if needs_topology(self._spec, pools) else None
-        placement = [self._custom_resource(f"{self._name}-{TOPOLOGY_NAME}", "Topology", TOPOLOGY_NAME, topology)] if topology else []
+        placement: list[pulumi.Resource] = [self._custom_resource(f"{self._name}-{TOPOLOGY_NAME}", "Topology", TOPOLOGY_NAME, topology)] if topology else []
         quota_holders: list[pulumi.Resource] = [
             self._custom_resource(f"{self._name}-{pool.name}", "ResourceFlavor", pool.name,
                                   {**flavor_spec(pool), **flavor_topology(self._spec, pool)}, depends_on=placement)
