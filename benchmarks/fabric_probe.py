@@ -23,7 +23,6 @@ import sys
 from datetime import timedelta
 
 import torch
-import torch.distributed as dist
 
 from trainer import fabric, parallel
 
@@ -40,10 +39,7 @@ def main() -> int:
     d = parallel.init_distributed(timedelta(seconds=300))
     try:
         samples = fabric.probe(d, fabric.probe_sizes(args.max_mib))
-        mine = (d.rank, fabric.node_name(), fabric.transport_of(fabric.read_lines(fabric.debug_file())))
-        gathered: list[object] = [None] * d.world_size
-        dist.all_gather_object(gathered, mine)
-        ranks = [entry for entry in gathered if isinstance(entry, tuple)]
+        ranks = fabric.gather_transports(d)
         report, problem = fabric.verdict("enforce", args.floor_gbps, samples, ranks)
         if d.is_main:
             print(json.dumps({

@@ -125,3 +125,11 @@ def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None
     assert f"node {socket.gethostname()}" in output and "expected at least 1e+06 GB/s" in output
     assert "exitcode  : 3" in output or "exitcode: 3" in output.replace(" ", "")
     assert not any(r["event"] == "train" for r in run.metrics()), "a step ran"
+
+
+def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
+    run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
+                            fabric_floor_gbps=1e6, **PROBE)
+    assert "(--fabric-check warn: training anyway)" in run.output()
+    report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
+    assert report["passed"] is False and report["floor_gbps"] == 1e6

@@ -255,6 +255,15 @@ def verdict(mode: str, floor_gbps: float | None, samples: list[Sample],
     return report, ("; ".join(problems) if problems else None)
 
 
+def gather_transports(d: Dist) -> list[tuple[int, str, Transport]]:
+    """(rank, node, transport) of every rank, on every rank; called after the probe, so the
+    channels NCCL opened across nodes are in the debug lines. gloo (CPU) logs no NCCL network."""
+    mine = (d.rank, node_name(), transport_of(read_lines(debug_file())) if d.device.type == "cuda" else Transport(()))
+    gathered: list[tuple[int, str, Transport] | None] = [None] * d.world_size
+    dist.all_gather_object(gathered, mine)
+    return [entry for entry in gathered if entry is not None]
+
+
 def gate(mode: str, floor_gbps: float | None, max_mib: int, d: Dist) -> dict[str, object] | None:
     """Run the gate on every rank of a multi-node run; None when there is nothing to check.
     Every rank reaches the same verdict (the per-rank findings are gathered first), so every
@@ -262,11 +271,7 @@ def gate(mode: str, floor_gbps: float | None, max_mib: int, d: Dist) -> dict[str
     if mode == "off" or not multi_node(d.world_size):
         return None
     samples = probe(d, probe_sizes(max_mib))
-    mine = (d.rank, node_name(), transport_of(read_lines(debug_file())) if d.device.type == "cuda" else Transport(()))
-    gathered: list[tuple[int, str, Transport] | None] = [None] * d.world_size
-    dist.all_gather_object(gathered, mine)
-    ranks = [entry for entry in gathered if entry is not None]
-    report, problem = verdict(mode, floor_gbps, samples, ranks)
+    report, problem = verdict(mode, floor_gbps, samples, gather_transports(d))
     if d.is_main:
         log(f"fabric check ({mode}): {report.transport}, bus bandwidth {report.busbw_gbps:.2f} GB/s at "
             f"{report.size_bytes // MIB} MiB" + (f", floor {floor_gbps:g} GB/s" if floor_gbps is not None else ""), d.rank)
