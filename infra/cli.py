@@ -73,6 +73,7 @@ def cmd_job(args: argparse.Namespace) -> int:
         trainer_args=args.trainer_args,
         max_restarts=args.max_restarts,
         grace_period=args.grace_period,
+        topology=args.topology,
     )
     print(renderer.to_yaml(renderer.render(spec, request)), end="")
     return EXIT_OK
@@ -198,6 +199,11 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         metavar="SECONDS",
         help="pods' terminationGracePeriodSeconds and torchrun's shutdown timeout (default: sized for the preset's checkpoint)",
+    )
+    p.add_argument(
+        "--topology",
+        choices=("required", "preferred", "none"),
+        help="Kueue topology placement at the block level (default: preferred for multi-node jobs on topology-aware pools, else none)",
     )
     p.set_defaults(func=cmd_job)
 

@@ -198,5 +198,17 @@ RULES = RULES + (
     ),
 )
 
+RULES = RULES + (
+    RuleInfo(
+        "multi-node-fabric-wired",
+        "Every multi-node job `gpu-platform job` accepts on a fast-interconnect pool carries its cloud's fabric "
+        "wiring and the fabric gate: on AWS EFA devices, FI_PROVIDER=efa and --fabric-check enforce with the "
+        "shape's floor; on GKE, until GPUDirect is wired, the gate in warn mode at least.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+)
+
 RULES_BY_ID: dict[str, RuleInfo] = {rule.id: rule for rule in RULES}
 OVERRIDABLE: tuple[str, ...] = tuple(rule.id for rule in RULES if rule.overridable)

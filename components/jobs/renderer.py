@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from components import naming, node_resources, tenancy
-from components.jobs import grace, image_ref, trainer_args
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
+from components.jobs import fabric, grace, image_ref, placement, trainer_args
 from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -78,6 +78,8 @@ class JobRequest:
     max_restarts: int = DEFAULT_MAX_RESTARTS
     # None: sized for the preset's checkpoint (components.jobs.grace).
     grace_period: int | None = None
+    # Kueue topology placement (components.jobs.placement); None: the pool's default.
+    topology: str | None = None
 
 
 def shared_gpus(pool: Pool) -> bool:
@@ -105,15 +107,19 @@ def _image(spec: PlatformSpec, request: JobRequest) -> tuple[str, str | None]:
     return "platform.trainer.image", None if image in (None, "build") else image
 
 
-def with_platform_defaults(request: JobRequest, peak_tflops: float, gpu_memory_gib: int | None = None) -> list[str]:
+def with_platform_defaults(
+    request: JobRequest, peak_tflops: float, gpu_memory_gib: int | None = None, fabric_flags: dict[str, str] | None = None
+) -> list[str]:
     """The trainer arguments with what the platform fills in unless given: checkpoint and metrics
-    files on the shared volume, the GPU's peak for MFU, and its memory for the default
-    micro-batch (trainer.memory) when a pod has a whole GPU."""
+    files on the shared volume, the GPU's peak for MFU, its memory for the default micro-batch
+    (trainer.memory) when a pod has a whole GPU, and the fabric gate's mode and floor
+    (components.jobs.fabric)."""
     args = list(request.trainer_args)
     defaults = {
         "--checkpoint-dir": f"{DATA_MOUNT}/checkpoints/{request.name}",
         "--metrics-file": f"{DATA_MOUNT}/metrics/{request.name}.jsonl",
         "--peak-tflops": f"{peak_tflops:g}",
+        **(fabric_flags or {}),
     }
     if gpu_memory_gib is not None:
         defaults["--gpu-memory-gib"] = str(gpu_memory_gib)
@@ -155,7 +161,7 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
     if pool is None:
         problems.append(f"--pool: no pool {request.pool!r} in this stack; pools: {', '.join(pools)}")
     else:
-        problems += _pool_problems(pool, request)
+        problems += _pool_problems(pool, request) + placement.problems(spec, pool, request.topology)
     if request.team is None and len(teams) > 1:
         problems.append(f"--team: required; teams: {', '.join(sorted(teams))}")
     elif request.team is not None and request.team not in teams:
@@ -240,7 +246,7 @@ def _container(
         # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
         # image's trainer-efa target).
         devices[EFA_RESOURCE] = str(efa)
-        env.append({"name": "FI_PROVIDER", "value": "efa"})
+    env += fabric.env(pool, request.nodes, efa)
     resources = dict(devices)
     if trainer is not None:
         resources |= {
@@ -255,7 +261,9 @@ def _container(
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
-    args = with_platform_defaults(request, pool.gpu.peak_bf16_tflops, whole_gpu_memory_gib(pool))
+    args = with_platform_defaults(
+        request, pool.gpu.peak_bf16_tflops, whole_gpu_memory_gib(pool), fabric.trainer_flags(pool, request.nodes, efa)
+    )
     return {
         "name": "trainer",
         "image": image,
@@ -340,7 +348,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
-    annotations = pod_annotations(spec)
+    annotations = pod_annotations(spec) | placement.annotations(spec, pool, request.nodes, request.topology)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"

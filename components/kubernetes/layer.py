@@ -32,6 +32,7 @@ from components.kubernetes.queues import (
 )
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
 from components.kubernetes.tiers import priority_tiers
+from components.kubernetes.topology import TOPOLOGY_NAME, flavor_topology, needs_topology, topology_spec
 from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.node_resources import installs_device_plugin
 from components.pools import GPU_RESOURCE, Pool
@@ -268,8 +269,12 @@ class GpuLayer(pulumi.ComponentResource):
     def _queues(self, plan: QueuePlan, pools: list[Pool], teams: list[TeamSpec]) -> None:
         # ClusterQueues name their flavors and cohort; depending on them also deletes the
         # queues first, before Kueue's finalizers would hold the flavors.
+        # Multi-node fabric pools place by the nodes' topology (components.kubernetes.topology).
+        topology = topology_spec(self._spec) if needs_topology(self._spec, pools) else None
+        placement: list[pulumi.Resource] = [self._custom_resource(f"{self._name}-{TOPOLOGY_NAME}", "Topology", TOPOLOGY_NAME, topology)] if topology else []
         quota_holders: list[pulumi.Resource] = [
-            self._custom_resource(f"{self._name}-{pool.name}", "ResourceFlavor", pool.name, flavor_spec(pool))
+            self._custom_resource(f"{self._name}-{pool.name}", "ResourceFlavor", pool.name,
+                                  {**flavor_spec(pool), **flavor_topology(self._spec, pool)}, depends_on=placement)
             for pool in pools
         ]
         quota_holders.append(

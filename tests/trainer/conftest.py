@@ -164,10 +164,11 @@ class Harness:
         local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
         return Run(proc, log, local, metrics)
 
-    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, **overrides: Any) -> Run:
+    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0, **overrides: Any) -> Run:
         """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
         nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
-        metrics file is shared (rank 0 writes it), each agent logs to node<i>.log."""
+        metrics file is shared (rank 0 writes it), each agent logs to node<i>.log. Every agent
+        must exit with `expect_code`."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
@@ -187,7 +188,7 @@ class Harness:
                                         cwd=folder, start_new_session=True)
             runs.append(Run(proc, log, ckpt, metrics))
         codes = [self.finish(run) for run in runs]
-        assert codes == [0] * nodes, "\n".join(f"node {i} exited {c}; log:\n{r.output()[-3000:]}"
+        assert codes == [expect_code] * nodes, "\n".join(f"node {i} exited {c}; log:\n{r.output()[-3000:]}"
                                                 for i, (r, c) in enumerate(zip(runs, codes, strict=True)))
         return runs[0]
 

@@ -19,6 +19,9 @@ and held against what the declared resources say, read the way their consumers r
   cloudprovider/gce/templates.go BuildNodeFromTemplate). Existing clusters: the pool facts the
   stack declares (node selector, GPUs per node, maximum nodes); their CPU and memory are unknown.
 
+- Kueue Topology-Aware Scheduling (components.checks.fit.topology): a flavor naming a Topology
+  needs it declared, its levels' labels on the pool's nodes, and nodes Kueue can count.
+
 Flex-start and queued GKE pools hold no standing nodes: their capacity is obtainable on request,
 when GKE's Dynamic Workload Scheduler grants it, and the proof says so. A queued pool's nodes come
 only through ProvisioningRequests, with GKE's `cloud.google.com/gke-queued` taint on them: its jobs
@@ -40,6 +43,7 @@ from components.checks.fit.cluster import Cluster
 from components.checks.fit.kueue import Kueue
 from components.checks.fit.nodes import capacity_problems, node_candidates, queued_problems, view_problems
 from components.checks.fit.shapes import PodShape, int_or_none, requests_of, str_map
+from components.checks.fit.topology import topology_problems
 from components.jobs import renderer, volumes
 from components.kubernetes.queues import QUEUE_NAME_LABEL, queue_plan
 from components.kubernetes.tiers import priority_tiers
@@ -153,6 +157,8 @@ def misfits(resources: Sequence[Resource], spec: PlatformSpec) -> list[tuple[str
                     found[(None, f"{shape}: no node group or node pool has nodes labelled {selector}")] = None
                 quota = kueue.flavor_total(flavor, GPU_RESOURCE)
                 cluster_queue = kueue.local_queues[(pod.namespace, pod.queue)]
+                for problem in topology_problems(resources, kueue, pool, flavor, cluster_queue, request.nodes):
+                    found[(None, f"{shape}: {problem}")] = None
                 for views in candidates:
                     for view in views:
                         problems = view_problems(view, admitted) + capacity_problems(view, flavor, quota)

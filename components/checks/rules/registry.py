@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.checks.declared import Resource
-from components.checks.rules import lifecycle, pools, scheduling, security, teams
+from components.checks.rules import fabric, lifecycle, pools, scheduling, security, teams
 from components.checks.rules.base import Context, Finding, Rule, Violation
 from components.facts.rule_catalog import RULES, RULES_BY_ID
 
@@ -30,6 +30,7 @@ CHECKS: dict[str, Rule] = {
     "kueue-manages-team-namespaces": teams.kueue_manages_team_namespaces,
     "team-identity-isolated": teams.team_identity_isolated,
     "team-rbac-namespaced": teams.team_rbac_namespaced,
+    "multi-node-fabric-wired": fabric.multi_node_fabric_wired,
 }
 
 

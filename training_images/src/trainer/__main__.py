@@ -10,6 +10,7 @@ import traceback
 from trainer.config import ConfigError, ExportConfig, PrepareConfig, parse
 from trainer.data import prepare
 from trainer.export import export
+from trainer.fabric import EXIT_FABRIC, FabricFailure
 from trainer.train import run
 
 
@@ -31,6 +32,9 @@ def main() -> None:
     except ConfigError as error:
         print(f"trainer: error: {error}", file=sys.stderr)
         code = 2
+    except FabricFailure as failure:
+        print(f"trainer: error: {failure}", file=sys.stderr)
+        code = EXIT_FABRIC
     except Exception:
         traceback.print_exc()
         code = 1

@@ -68,6 +68,9 @@ PRESETS: dict[str, ModelConfig] = {
 # ranks; hsdp: shard within a node, replicate across nodes (trainer.parallel).
 PARALLEL_MODES = ("ddp", "fsdp", "hsdp")
 
+# The fabric gate before step 1 of multi-node runs (trainer.fabric): stop, report, or skip.
+FABRIC_CHECKS = ("enforce", "warn", "off")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -99,6 +102,9 @@ class TrainConfig:
     compile: bool | None = None
     activation_checkpointing: bool = False
     dist_timeout_s: float = 600.0
+    fabric_check: str = "off"
+    fabric_floor_gbps: float | None = None
+    fabric_probe_max_mib: int = 256
 
     @property
     def model(self) -> ModelConfig:
@@ -228,6 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--activation-checkpointing", action="store_true")
     train.add_argument("--dist-timeout", dest="dist_timeout_s", type=_positive_float,
                        default=600.0, help="seconds before a stuck collective fails")
+    train.add_argument("--fabric-check", choices=FABRIC_CHECKS, default="off",
+                       help="multi-node runs: all-reduce probe and NCCL transport check before step 1")
+    train.add_argument("--fabric-floor-gbps", type=_positive_float, default=None,
+                       help="least all-reduce bus bandwidth (GB/s, as nccl-tests) the fabric check accepts")
+    train.add_argument("--fabric-probe-max-mib", type=_positive_int, default=256,
+                       help="largest all-reduce of the fabric probe, in MiB (sizes 1, 4, 16, ... up to it)")
 
     export = commands.add_parser("export", help="prune and quantize a checkpoint for CPU inference")
     export.add_argument("--checkpoint-dir", required=True,

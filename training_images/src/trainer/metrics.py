@@ -3,6 +3,7 @@
 Every line carries `step` (the step just completed, 1-based) and `loss`, so a consumer can read
 the file with one rule. `event` is "train" for interval lines and "summary" for the last one.
 Resumed runs append; `attempt` (torchrun's restart count) and `world_size` tell attempts apart.
+Multi-node runs with the fabric gate (trainer.fabric) also carry its report as `fabric`.
 Each line also goes to stdout in a form for people (`kubectl logs -f`): step/total, loss,
 tokens/s, MFU, ETA.
 
@@ -139,10 +140,14 @@ class Metrics:
         self._mark_step = start_step
         self._mark_time = self.started
         self.last_eval_loss: float | None = None
+        # The fabric gate's report (trainer.fabric), on every line once the gate has run.
+        self.fabric: dict[str, object] | None = None
         if enabled:
             path.parent.mkdir(parents=True, exist_ok=True)
 
     def _write(self, record: dict[str, object]) -> None:
+        if self.fabric is not None:
+            record = {**record, "fabric": self.fabric}
         if self.enabled:
             with open(self.path, "a") as out:
                 out.write(json.dumps(record) + "\n")

@@ -14,8 +14,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
-from trainer import meta
-from trainer import fit, limits, parallel, resume
+from trainer import fabric, fit, limits, meta, parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.config import TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
@@ -212,6 +211,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
                       d.world_size, peak, d.device, state.step, cfg.max_steps)
+    metrics.fabric = fabric.gate(cfg.fabric_check, cfg.fabric_floor_gbps, cfg.fabric_probe_max_mib, d)
 
     loss = float("nan")
     # Steps since the last sync whose loss was not finite, counted on the device (no host wait).
@@ -281,6 +281,7 @@ def run(cfg: TrainConfig) -> int:
     meta.check(cfg.data, cfg.model.vocab_size, cfg.seq_len, cfg.preset)
     train_split = TokenFile(cfg.data, "train", cfg.seq_len, cfg.model.vocab_size)
     val_split = TokenFile(cfg.data, "val", cfg.seq_len, cfg.model.vocab_size)
+    fabric.prepare(cfg.fabric_check, world_size)
     d = parallel.init_distributed(timedelta(seconds=cfg.dist_timeout_s))
     clean = False
     try:

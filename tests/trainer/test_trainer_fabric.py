@@ -1,0 +1,135 @@
+"""The fabric gate (trainer.fabric): the bus-bandwidth formula, NCCL's transport read from its own
+INFO lines, and the gate on two CPU "nodes" with gloo: a probe that reports, a floor that stops."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from trainer import fabric
+from trainer.fabric import MIB, Sample, Transport
+
+if TYPE_CHECKING:
+    from conftest import Harness
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
+# Small sizes keep the gloo probe quick on shared CPUs: 1 MiB and 4 MiB.
+PROBE = {"max_steps": 2, "checkpoint_every": 2, "eval_every": 0, "fabric_probe_max_mib": 4}
+
+
+def test_bus_bandwidth_is_algbw_times_two_n_minus_one_over_n() -> None:
+    """256 MiB in 10 ms over 16 ranks: algbw 268435456 B / 0.01 s = 26.8435456 GB/s, and
+    busbw = 26.8435456 x 2 x 15 / 16 = 50.331648 GB/s."""
+    algbw, busbw = fabric.bus_bandwidth(256 * MIB, 0.01, 16)
+    assert algbw == pytest.approx(26.8435456)
+    assert busbw == pytest.approx(50.331648)
+
+
+def test_bus_bandwidth_of_two_ranks_equals_algbw() -> None:
+    algbw, busbw = fabric.bus_bandwidth(MIB, 0.001, 2)
+    assert busbw == pytest.approx(algbw)
+
+
+def test_probe_sizes_are_powers_of_four_up_to_the_largest() -> None:
+    assert fabric.probe_sizes(256) == [m * MIB for m in (1, 4, 16, 64, 256)]
+    assert fabric.probe_sizes(4) == [MIB, 4 * MIB]
+
+
+@pytest.mark.parametrize(
+    ("log", "names", "fallback"),
+    [
+        ("efa.log", ("Libfabric",), False),
+        ("efa_legacy.log", ("AWS Libfabric",), False),
+        ("ib_roce.log", ("IB",), False),
+        ("gib.log", ("gIB",), False),
+        ("tcpx.log", ("GPUDirectTCPX",), False),
+        ("tcpxo.log", ("FasTrak",), False),
+        ("socket.log", ("Socket",), True),
+    ],
+)
+def test_transport_is_read_from_nccl_info_lines(log: str, names: tuple[str, ...], fallback: bool) -> None:
+    transport = fabric.transport_of((LOGS / log).read_text().splitlines())
+    assert transport.names == names
+    assert transport.fallback is fallback
+
+
+def test_using_network_counts_when_no_channel_crossed_nodes() -> None:
+    lines = ["h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", "h:1:2 [0] NCCL INFO Using network Socket"]
+    assert fabric.transport_of(lines) == Transport(("Socket",))
+
+
+def test_bootstrap_and_plugin_lines_name_no_network() -> None:
+    assert fabric.transport_of(["h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]).names == ()
+
+
+def _samples(busbw: float) -> list[Sample]:
+    return [Sample(256 * MIB, 0.01, busbw, busbw)]
+
+
+def test_socket_fallback_on_one_node_fails_the_verdict_naming_that_node() -> None:
+    ranks = [(0, "node-a", Transport(("Libfabric",))), (8, "node-b", Transport(("Socket",)))]
+    report, problem = fabric.verdict("enforce", 100.0, _samples(300.0), ranks)
+    assert not report.passed
+    assert problem is not None and "node node-b (rank 8)" in problem and "Socket" in problem
+
+
+def test_fast_transport_above_the_floor_passes() -> None:
+    ranks = [(0, "node-a", Transport(("FasTrak",))), (8, "node-b", Transport(("FasTrak",)))]
+    report, problem = fabric.verdict("enforce", 100.0, _samples(180.0), ranks)
+    assert problem is None and report.passed and report.transport == "FasTrak"
+
+
+def test_bandwidth_under_the_floor_names_measured_and_expected() -> None:
+    ranks = [(0, "node-a", Transport(("IB",)))]
+    _, problem = fabric.verdict("enforce", 100.0, _samples(41.5), ranks)
+    assert problem is not None and "41.50 GB/s" in problem and "at least 100 GB/s" in problem and "node-a" in problem
+
+
+def test_prepare_sends_nccl_info_lines_to_a_file_of_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    fabric.prepare("enforce", 16)
+    assert os.environ["NCCL_DEBUG"] == "INFO"
+    assert os.environ["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert os.environ["NCCL_DEBUG_FILE"].endswith(f".{os.getpid()}.log")
+
+
+def test_prepare_leaves_single_node_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NCCL_DEBUG", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    fabric.prepare("enforce", 8)
+    assert "NCCL_DEBUG" not in os.environ
+
+
+def test_gate_probe_on_two_nodes_reports_in_the_metrics_lines(harness: Harness) -> None:
+    run = harness.run_nodes("fabric-warn", nodes=2, nproc_per_node=1, fabric_check="warn", **PROBE)
+    lines = [r for r in run.metrics() if r["event"] == "train"]
+    assert lines, run.output()
+    report = lines[0]["fabric"]
+    assert report["check"] == "warn" and report["passed"] is True
+    assert [s["bytes"] for s in report["samples"]] == [MIB, 4 * MIB]
+    assert report["busbw_gbps"] > 0 and report["size_bytes"] == 4 * MIB
+    assert "fabric check (warn)" in run.output()
+
+
+def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None:
+    run = harness.run_nodes("fabric-floor", nodes=2, nproc_per_node=1, expect_code=1,
+                            fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+    output = run.output()
+    assert "fabric check failed before step 1" in output
+    assert f"node {socket.gethostname()}" in output and "expected at least 1e+06 GB/s" in output
+    assert "exitcode  : 3" in output or "exitcode: 3" in output.replace(" ", "")
+    assert not any(r["event"] == "train" for r in run.metrics()), "a step ran"
+
+
+def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
+    run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
+                            fabric_floor_gbps=1e6, **PROBE)
+    assert "(--fabric-check warn: training anyway)" in run.output()
+    report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
+    assert report["passed"] is False and report["floor_gbps"] == 1e6
