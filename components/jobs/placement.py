@@ -37,7 +37,7 @@ def problems(spec: PlatformSpec, pool: Pool, requested: str | None) -> list[str]
     return []
 
 
-def annotations(spec: PlatformSpec, pool: Pool, nodes: int, requested: str | None) -> dict[str, str]:
+def topology_annotations(spec: PlatformSpec, pool: Pool, nodes: int, requested: str | None) -> dict[str, str]:
     """The pod template annotation Kueue reads for the job's one PodSet."""
     chosen = mode(spec, pool, nodes, requested)
     if chosen == "none":

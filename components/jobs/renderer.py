@@ -348,7 +348,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
-    annotations = pod_annotations(spec) | placement.annotations(spec, pool, request.nodes, request.topology)
+    annotations = pod_annotations(spec) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"
