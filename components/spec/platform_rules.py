@@ -8,6 +8,7 @@ from typing import Literal
 
 from components.facts import catalog, limits
 from components.spec.models import NodePoolSpec, PlatformSpec
+from components.facts.names import name_problem
 from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
 
 # MIG instances exist only once something creates them on the node: GKE does for gpu_partition_size;
@@ -96,7 +97,7 @@ def trainer_problems(spec: PlatformSpec) -> list[Problem]:
     at = f"{ROOT}.trainer.image"
     if image == "build" and spec.cloud == "existing":
         return [Problem(at, "`build` pushes to the stack's registry, which only aws and gcp stacks have; name an image")]
-    if image is not None and image != "build" and not _IMAGE_REF.match(image):
+    if image is not None and image != "build" and (not _IMAGE_REF.match(image) or name_problem("image-reference", image)):
         return [Problem(at, f"expected `build` or an image reference like registry/repo:tag, got {image!r}")]
     return []
 

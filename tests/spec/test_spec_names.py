@@ -94,3 +94,11 @@ def test_an_existing_network_with_an_invalid_name_is_refused() -> None:
         line.startswith(f"{SOURCE}: platform.gcp.network.existing.network: expected a Compute Engine name")
         for line in problems(raw)
     )
+
+
+@pytest.mark.parametrize("image", ["ghcr.io/Acme/trainer:1", "ghcr.io/" + "a" * 300 + ":1", "trainer:\n"])
+def test_a_trainer_image_that_is_no_image_reference_is_refused(image: str) -> None:
+    raw = platform_of("onprem")
+    raw["trainer"] = {"image": image}
+    (line,) = problems(raw)
+    assert line.startswith(f"{SOURCE}: platform.trainer.image: expected ")
