@@ -102,3 +102,16 @@ def test_a_trainer_image_that_is_no_image_reference_is_refused(image: str) -> No
     raw["trainer"] = {"image": image}
     (line,) = problems(raw)
     assert line.startswith(f"{SOURCE}: platform.trainer.image: expected ")
+
+
+def test_aws_system_node_instance_type_is_checked() -> None:
+    raw = platform_of("dev-aws")
+    raw.setdefault("aws", {})["systemNodes"] = {"instanceType": "not a type; rm -rf /"}
+    assert f"{SOURCE}: platform.aws.systemNodes.instanceType: expected an EC2 instance type like m6i.large" \
+        " (<family>.<size>), got 'not a type; rm -rf /'" in problems(raw)
+
+
+def test_gcp_system_node_machine_type_is_checked() -> None:
+    raw = platform_of("dev-gcp")
+    raw["gcp"]["systemNodes"] = {"machineType": "bogus type!!"}
+    assert any(line.startswith(f"{SOURCE}: platform.gcp.systemNodes.machineType: expected a Compute Engine") for line in problems(raw))
