@@ -25,7 +25,7 @@ from infra.tools import check, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
-from infra.tools.simulate.trace import TraceError, read_rows
+from infra.tools.simulate.trace import TraceError, check_rows, read_rows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -133,6 +133,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
     try:
         rows = read_rows(args.trace) if args.trace else None
+        if rows is not None:
+            check_rows(rows, str(args.trace))
         reviews, sha = trees.collect(args.base, args.stacks)
     except trees.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

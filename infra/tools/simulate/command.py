@@ -56,8 +56,8 @@ def pool_figures(values: list[str], flag: str, pools: list[str], problems: list[
 def prepare(stack: str, synthesis: synth.Synthesis, options: Options) -> tuple[model.StackModel, list[trace.TraceJob]]:
     """The model with the command line's figures, and the trace checked against it."""
     problems: list[str] = []
-    if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and options.horizon_s > 0):
-        problems.append(f"--horizon-s: expected a number of seconds > 0, got {options.horizon_s:g}")
+    if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and 0 < options.horizon_s <= trace.MAX_TRACE_S):
+        problems.append(f"--horizon-s: expected a number of seconds > 0, at most {trace.MAX_TRACE_S}, got {options.horizon_s:g}")
     plain = build.stack_model(stack, synthesis.resources, synthesis.outputs)
     pools = [p.name for p in plain.pools]
     overrides = model.Overrides(
