@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.facts import catalog
-from infra import synth
+from infra import output_folder, synth
 from infra.tools.simulate import build, engine, model, report, trace
 
 
@@ -81,7 +81,8 @@ def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
     started = time.perf_counter()
     stack_model, jobs = prepare(stack, synthesis, options)
     result = engine.simulate(stack_model, jobs, options.seed, options.horizon_s)
-    figures = report.write(result, stack_model, options.out_dir)
+    with output_folder.staged(options.out_dir) as staging:
+        figures = report.write(result, stack_model, staging)
     elapsed = time.perf_counter() - started
     lines = [
         f"{stack}: {len(jobs)} jobs, seed {options.seed}, horizon {report.duration(result.horizon)}"
