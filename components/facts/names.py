@@ -32,7 +32,6 @@ NameKind = Literal[
     "gsa-account-id",
     "artifact-registry-repository",
     "ecr-repository",
-    "image-reference",
 ]
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -97,27 +96,6 @@ def _label_key_extra(key: str) -> str | None:
     if not (len(name) <= 63 and re.match(_QUALIFIED + r"\Z", name)):
         return "a name part of at most 63 characters"
     return None
-
-
-# An image reference (distribution/reference@v0.6.0 regexp.go and normalize.go): an optional
-# registry domain (a first component with '.' or ':', or localhost), lowercase path components,
-# an optional tag and digest; the name (domain and path) at most 255 characters.
-_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = _DOMAIN_PART + r"(?:\." + _DOMAIN_PART + r")*(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
-_IMAGE = re.compile(
-    r"(?:" + _DOMAIN + r"/)?" + _PATH_COMPONENT + r"(?:/" + _PATH_COMPONENT + r")*"
-    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?\Z"
-)
-_IMAGE_NAME_MAX = 255
-
-
-def _image_extra(reference: str) -> str | None:
-    name = reference.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    return None if len(name) <= _IMAGE_NAME_MAX else f"a name (registry and path) of at most {_IMAGE_NAME_MAX} characters"
 
 
 _K8S = "kubernetes/apimachinery pkg/util/validation/validation.go"
@@ -217,12 +195,6 @@ RULES: dict[NameKind, NameRule] = {
         re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*\Z"), 2, 256,
         "an ECR repository name: lowercase path components of letters and digits, joined by '.', '_' or '-'",
         "ECR API Reference, CreateRepository: repositoryName (length 2-256)",
-    ),
-    "image-reference": NameRule(
-        _IMAGE, 1, _IMAGE_NAME_MAX + 1 + 128 + 72,
-        "an image reference like registry/repo:tag (lowercase repository path)",
-        "distribution/reference@v0.6.0 regexp.go (ReferenceRegexp), NameTotalLengthMax 255",
-        _image_extra,
     ),
 }
 
