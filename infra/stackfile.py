@@ -75,6 +75,7 @@ class StackFile:
             for key in unknown
         ]
         for key, value in self.config.items():
+            problems += control_character_problems(key, repr(key))
             if key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}":
                 problems += control_character_problems(value, str(key))
         raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")

@@ -72,3 +72,23 @@ def test_review_refuses_a_malformed_trace(tmp_path: Path, capsys: pytest.Capture
         f"{trace}:1: column team: missing from the header",
         capsys,
     )
+
+
+def test_a_lone_surrogate_escape_in_yaml_exits_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "stacks" / "Pulumi.onprem.yaml").read_text().replace("name: lab\n", 'name: "lab\\ud800"\n', 1)
+    Path("Pulumi.sur.yaml").write_text(text)
+    exits_2_saying(
+        ["check", "Pulumi.sur.yaml"],
+        "Pulumi.sur.yaml: platform.cluster.name: expected text without control characters, got 'lab\\ud800' (U+D800)",
+        capsys,
+    )
+
+
+def test_a_lone_surrogate_in_a_config_key_exits_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "stacks" / "Pulumi.onprem.yaml").read_text().replace("config:\n", 'config:\n  "x\\udc80": 1\n', 1)
+    Path("Pulumi.key.yaml").write_text(text)
+    exits_2_saying(
+        ["check", "Pulumi.key.yaml"],
+        "Pulumi.key.yaml: 'x\\udc80': expected text without control characters, got 'x\\udc80' (U+DC80)",
+        capsys,
+    )
