@@ -25,7 +25,7 @@ from infra.tools import check, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
-from infra.tools.simulate.trace import TraceError, read_rows
+from infra.tools.simulate.trace import TraceError, check_rows, read_rows
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -34,6 +34,13 @@ EXIT_INVALID = 2
 
 class UsageError(Exception):
     """A flag or argument the command cannot use: invalid input, exit 2."""
+
+
+def _out_path(text: str) -> Path:
+    """An --out value: a path; an empty one would mean the current folder, so it is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return Path(text)
 
 
 def _out_dir(args: argparse.Namespace, stack: str, command: str) -> Path:
@@ -136,8 +143,12 @@ def _every_stack() -> list[str]:
 
 def cmd_review(args: argparse.Namespace) -> int:
     """The report goes to stdout (and --out); a stack invalid at either side is a finding: exit 1."""
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(f"--out {args.out}: a folder; review --out names the report's file")
     try:
         rows = read_rows(args.trace) if args.trace else None
+        if rows is not None:
+            check_rows(rows, str(args.trace))
         reviews, sha = trees.collect(args.base, args.stacks)
     except trees.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -152,8 +163,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if rows is not None:
         text += "\n" + impact.section(rows, str(args.trace), reviews)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        output_folder.write_file(args.out, text)
     sys.stdout.write(text)
     invalid = [r for r in reviews if r.status == "invalid"]
     for r in invalid:
@@ -172,7 +182,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("synth", help="run the program offline and write what it declares")
     p.add_argument("stack", help="a stack name (stacks/Pulumi.<name>.yaml) or a path to a Pulumi.<name>.yaml")
-    p.add_argument("--out", type=Path, help="output folder (default build/synth); files go to OUT/<stack>")
+    p.add_argument("--out", type=_out_path, help="output folder (default build/synth); files go to OUT/<stack>")
     p.set_defaults(func=cmd_synth)
 
     p = commands.add_parser(
@@ -216,7 +226,7 @@ def parser() -> argparse.ArgumentParser:
     p = commands.add_parser("review", help="a Markdown report of what the working tree changes against a git ref")
     p.add_argument("--base", required=True, metavar="REF", help="the git ref to compare with (e.g. origin/main)")
     p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names or stack file paths (default: every stack)")
-    p.add_argument("--out", type=Path, help="also write the report to this file")
+    p.add_argument("--out", type=_out_path, help="also write the report to this file")
     p.add_argument("--trace", type=Path, metavar="FILE", help="add a Capacity impact section: this job trace simulated on base and head")
     p.set_defaults(func=cmd_review)
 
@@ -225,7 +235,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("stack", help="a stack name or a path to a Pulumi.<name>.yaml")
     p.add_argument("--trace", type=Path, required=True, metavar="FILE", help="CSV: id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s[,checkpoint_every_s]")
-    p.add_argument("--out", type=Path, help="output folder (default build/simulate); files go to OUT/<stack>")
+    p.add_argument("--out", type=_out_path, help="output folder (default build/simulate); files go to OUT/<stack>")
     p.add_argument("--seed", type=int, default=0, help="seed of the spot interruptions (default 0)")
     p.add_argument("--horizon-s", type=float, metavar="SECONDS", help="end of the simulated time (default: when the last job ends)")
     p.add_argument("--spot-rate", action="append", default=[], metavar="POOL=PER_NODE_DAY", help="spot interruptions per node and day (repeatable)")

@@ -1,4 +1,5 @@
-"""The synth output folder, `--out/<stack>`: written whole or not at all, and nothing outside it.
+"""The output of every command that writes (synth, simulate, review --out): written whole or not
+at all, and nothing outside it.
 
 The stack name comes from a file name that anyone can choose, so it is checked twice: it must be
 a name Pulumi accepts for a stack (stackfile.stack_name_problem), and every path written must
@@ -7,15 +8,21 @@ resolve, symlinks followed, to a place under the folder being written.
 A run writes everything into a new sibling folder first, then swaps it in with two renames (the
 old folder away, the new one in) and deletes the old one. A rename is atomic, so the folder
 holds one run's output and only that, whole: a write that fails (a full disk) leaves the
-previous output as it was, and runs of the same stack that overlap leave the last one's.
+previous output as it was, and runs of the same stack that overlap leave the last one's. A
+symlink at `--out/<stack>` is replaced by the new folder, never followed, and no file of an
+earlier run survives. A single output file (`review --out`) is written beside itself and
+renamed over it the same way.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import secrets
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from infra import stackfile
 
@@ -58,13 +65,7 @@ def _sibling(target: Path, marker: str) -> Path:
 
 def write(files: dict[str, str], target: Path) -> None:
     """`files` (relative path -> text) as the whole content of `target`, swapped in at once."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = _sibling(target, _NEW)
-        staging.mkdir()
-    except OSError as exc:
-        raise OutputError(f"{target.parent}: cannot create a folder: {exc.strerror or exc}") from None
-    try:
+    with staged(target) as staging:
         for relative, text in sorted(files.items()):
             path = inside(staging, relative)
             try:
@@ -74,9 +75,43 @@ def write(files: dict[str, str], target: Path) -> None:
                 raise OutputError(
                     f"{target / relative}: cannot write: {exc.strerror or exc} ({target} is left as it was)"
                 ) from None
+
+
+@contextmanager
+def staged(target: Path) -> Iterator[Path]:
+    """A new, empty folder beside `target` for a command to write its files into; swapped in as
+    `target` when the block ends, deleted (and `target` left as it was) when it raises."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = _sibling(target, _NEW)
+        staging.mkdir()
+    except OSError as exc:
+        raise OutputError(f"{target.parent}: cannot create a folder: {exc.strerror or exc}") from None
+    try:
+        try:
+            yield staging
+        except OSError as exc:
+            raise OutputError(f"{target}: cannot write: {exc.strerror or exc} ({target} is left as it was)") from None
         _swap(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_file(path: Path, text: str) -> None:
+    """`text` as the file `path`, renamed over it whole: a failed write leaves the old file, and a
+    symlink at `path` is replaced, not followed. The caller refuses a folder at `path`."""
+    folder_of = path.parent.resolve()
+    target = folder_of / path.name
+    staging = _sibling(target, _NEW)
+    try:
+        folder_of.mkdir(parents=True, exist_ok=True)
+        with staging.open("x", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(staging, target)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror or exc} (left as it was)") from None
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def _swap(staging: Path, target: Path) -> None:

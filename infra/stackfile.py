@@ -19,6 +19,7 @@ from components.spec import (
     PlatformSpec,
     Problem,
     SpecError,
+    control_character_problems,
     parse_spec,
     region_namespace,
     region_problems,
@@ -73,6 +74,10 @@ class StackFile:
             Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}")
             for key in unknown
         ]
+        for key, value in self.config.items():
+            problems += control_character_problems(key, repr(key))
+            if key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}":
+                problems += control_character_problems(value, str(key))
         raw = self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
         namespace = region_namespace(raw)
         if namespace == "gcp" and not isinstance(self.config.get("gcp:project"), str):

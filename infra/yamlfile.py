@@ -27,6 +27,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from infra import inputs
+
 # Values (scalars, lists, mappings), aliases expanded, in one file. The largest stack file here
 # has about 400; a generous stack has a few thousand.
 MAX_NODES = 100_000
@@ -187,7 +189,9 @@ def _one_line(exc: yaml.MarkedYAMLError) -> str:
 def load(path: Path) -> Any:
     """The one document in `path`, as plain JSON-like values (None for an empty file)."""
     try:
-        data = path.read_bytes()
+        data = inputs.read_bytes(path)
+    except inputs.NotRegularFile as exc:
+        raise YamlError(path, str(exc)) from None
     except IsADirectoryError:
         raise YamlError(path, "a folder, not a file") from None
     except FileNotFoundError:

@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "infra/yamlfile.py",
             "infra/mock_outputs.py",
             "infra/output_folder.py",
+            "infra/inputs.py",
         ),
     ),
     ("tools", ("infra/tools",)),

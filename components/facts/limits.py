@@ -38,3 +38,6 @@ GKE_MAX_SHARED_CLIENTS_PER_GPU = 48
 # Counts without a tighter documented limit (autoscaling totals, policy thresholds) are bounded
 # to what a Kubernetes int32 field holds, far above any real cluster.
 INT32_MAX = 2**31 - 1
+# int64 fields of the Kubernetes API (terminationGracePeriodSeconds is `*int64`, k8s.io/api
+# core/v1 types.go PodSpec).
+INT64_MAX = 2**63 - 1

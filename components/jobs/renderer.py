@@ -16,14 +16,15 @@ period sized for the preset's checkpoint.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from components import naming, node_resources, tenancy
+from components.facts import image_ref
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
-from components.jobs import fabric, grace, image_ref, placement, trainer_args
+from components.jobs import fabric, flags, grace, placement, trainer_args
 from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -54,7 +55,7 @@ SHM_MIN_GI, SHM_MAX_GI = 1, 256
 SHM_UNKNOWN_NODE_GI = 16
 
 
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")
 
 
 class JobError(Exception):
@@ -154,7 +155,10 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
     plan = queue_plan(spec, list(pools.values()))
     teams = {t.team for t in plan.teams}
     tiers = [t.name for t in priority_tiers(spec)]
-    problems: list[str] = []
+    texts = {"--name": request.name, "--image": request.image, "--pool": request.pool, "--team": request.team, "--tier": request.tier}
+    problems = flags.flag_problems(request.max_restarts, request.grace_period, texts, request.trainer_args)
+    if problems:
+        return problems
     if not _NAME.match(request.name):
         problems.append(f"--name: expected a lowercase name of at most 40 characters, got {request.name!r}")
     pool = pools.get(request.pool)
@@ -261,8 +265,12 @@ def _container(
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
+    typed = [flags.kubelet_literal(arg) for arg in request.trainer_args]
     args = with_platform_defaults(
-        request, pool.gpu.peak_bf16_tflops, whole_gpu_memory_gib(pool), fabric.trainer_flags(pool, request.nodes, efa)
+        replace(request, trainer_args=typed),
+        pool.gpu.peak_bf16_tflops,
+        whole_gpu_memory_gib(pool),
+        fabric.trainer_flags(pool, request.nodes, efa),
     )
     return {
         "name": "trainer",

@@ -35,6 +35,7 @@ from components.spec.models import (
     TeamSpec,
     stack_file_schema,
 )
+from components.spec.name_rules import control_character_problems, name_problems
 from components.spec.partial import repair
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
@@ -64,6 +65,7 @@ __all__ = [
     "PlatformSpec",
     "PriorityTierSpec",
     "Problem",
+    "control_character_problems",
     "SharingMode",
     "SpecError",
     "TeamSpec",
@@ -84,6 +86,9 @@ def parse_spec(raw: Any, source: str, region: str | None = None) -> PlatformSpec
     """
     if raw is None:
         raise SpecError(source, [Problem(ROOT, f"missing: set `{CONFIG_NAMESPACE}:{CONFIG_KEY}`")])
+    control = control_character_problems(raw)
+    if control:
+        raise SpecError(source, control)
     try:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as exc:
@@ -129,6 +134,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
         + capacity_problems(spec)
         + scheduling_problems(spec)
         + tenancy_problems(spec)
+        + name_problems(spec)
         + monitoring_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)

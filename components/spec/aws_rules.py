@@ -7,6 +7,7 @@ import re
 
 from components.facts import catalog, limits
 from components.facts.aws import ARM64_AMI_TYPES, BOTTLEROCKET_AMI_TYPES
+from components.facts.machine_types import system_node_type_problem
 from components.spec.karpenter_rules import karpenter_problems, node_group_pools
 from components.spec.models import ANYWHERE, AwsSpec, NodePoolSpec, PlatformSpec
 from components.spec.problems import ROOT, Problem, cloud_only_problems
@@ -44,6 +45,9 @@ def aws_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
         if not IAM_PRINCIPAL_ARN.match(arn)
     ]
     nodes = settings.system_nodes
+    type_problem = system_node_type_problem("aws", nodes.instance_type)
+    if type_problem:
+        problems.append(Problem(f"{at}.systemNodes.instanceType", type_problem))
     if nodes.max_nodes < nodes.min_nodes:
         problems.append(
             Problem(f"{at}.systemNodes.maxNodes", f"must be >= minNodes ({nodes.min_nodes}), got {nodes.max_nodes}")

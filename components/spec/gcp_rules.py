@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from components.facts import catalog, limits, regions
+from components.facts.machine_types import system_node_type_problem
 from components.spec.models import (
     AuthorizedNetworkSpec,
     GcpNetworkSpec,
@@ -66,6 +67,9 @@ def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
     problems += _gcp_network_problems(gcp.network)
     problems += _authorized_network_problems(spec, gcp.authorized_networks)
     problems += _node_auto_provisioning_problems(spec, gcp.node_auto_provisioning)
+    type_problem = system_node_type_problem("gcp", gcp.system_nodes.machine_type)
+    if type_problem:
+        problems.append(Problem(f"{_GCP}.systemNodes.machineType", type_problem))
     if gcp.system_nodes.max_nodes < gcp.system_nodes.min_nodes:
         problems.append(
             Problem(

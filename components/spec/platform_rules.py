@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Literal
 
 from components.facts import catalog, limits
 from components.spec.models import NodePoolSpec, PlatformSpec
+from components.facts import image_ref
 from components.spec.problems import MAX_NAME, ROOT, Problem, did_you_mean, dns_label_problems
 
 # MIG instances exist only once something creates them on the node: GKE does for gpu_partition_size;
@@ -88,16 +88,15 @@ def cluster_problems(spec: PlatformSpec) -> list[Problem]:
     return problems
 
 
-_IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:-][a-zA-Z0-9_.-]+)*(@sha256:[0-9a-f]{64})?$")
-
-
 def trainer_problems(spec: PlatformSpec) -> list[Problem]:
     image = spec.trainer.image
     at = f"{ROOT}.trainer.image"
     if image == "build" and spec.cloud == "existing":
         return [Problem(at, "`build` pushes to the stack's registry, which only aws and gcp stacks have; name an image")]
-    if image is not None and image != "build" and not _IMAGE_REF.match(image):
-        return [Problem(at, f"expected `build` or an image reference like registry/repo:tag, got {image!r}")]
+    if image is not None and image != "build":
+        problem = image_ref.problem(image)
+        if problem:
+            return [Problem(at, f"expected `build` or an image reference: {problem}")]
     return []
 
 

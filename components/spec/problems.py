@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from components.facts.names import RULES
 from components.spec.models import CONFIG_KEY, PlatformSpec, _Spec
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# `\Z`, not `$`: `$` also matches before a trailing newline (components.facts.names).
+DNS_LABEL = RULES["dns-label"].pattern
 # Kubernetes names and most cloud names derived from `<cluster>-<pool>` are capped at 63.
 MAX_NAME = 63
 

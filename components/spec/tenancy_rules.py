@@ -18,6 +18,14 @@ _KUBERNETES_MEMBER = re.compile(r"^(user|group):\S+$")
 # RBAC": the group must be named gke-security-groups@<your domain>).
 _GKE_SECURITY_GROUP = re.compile(r"^gke-security-groups@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
 
+# Kubernetes reserves the `system:` prefix of user and group names for its own identities
+# (system:anonymous, system:unauthenticated, system:authenticated, system:masters,
+# system:serviceaccounts[:<ns>], system:serviceaccount:<ns>:<name>, system:nodes, ...): binding one
+# grants a role to every caller of that kind, e.g. system:authenticated is anyone with a token
+# (kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-subjects, "The prefix
+# system: is reserved for Kubernetes system use"; .../authentication/#anonymous-requests).
+_SYSTEM_PREFIX = "system:"
+
 _EXPECTED: dict[Cloud, str] = {
     "aws": "an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
     "gcp": "user:<email> or group:<email>",
@@ -50,7 +58,10 @@ def _principal_problems(spec: PlatformSpec, principals: list[str], at: str) -> l
         seen[principal] += 1
         if seen[principal] == 2:
             problems.append(Problem(here, f"{principal!r} is listed twice"))
-        if not member_format_ok(spec.cloud, principal):
+        builtin = _builtin_identity(principal)
+        if builtin:
+            problems.append(Problem(here, builtin))
+        elif not member_format_ok(spec.cloud, principal):
             problems.append(Problem(here, f"expected {_EXPECTED[spec.cloud]} on cloud {spec.cloud}, got {principal!r}"))
         elif spec.cloud == "gcp" and principal.startswith("group:") and not _groups_for_rbac(spec):
             problems.append(
@@ -61,6 +72,18 @@ def _principal_problems(spec: PlatformSpec, principals: list[str], at: str) -> l
                 )
             )
     return problems
+
+
+def _builtin_identity(principal: str) -> str | None:
+    """Why `principal` names one of Kubernetes' own identities, which no member or admin may be."""
+    _, _, name = principal.partition(":")
+    if not name.startswith(_SYSTEM_PREFIX):
+        return None
+    return (
+        f"{principal!r} is a Kubernetes built-in identity: names starting with {_SYSTEM_PREFIX!r} are reserved"
+        " for Kubernetes itself, and binding one grants the role to every caller of that kind"
+        " (system:authenticated is anyone with credentials, system:anonymous anyone at all); name people or groups"
+    )
 
 
 def _rbac_group_problems(spec: PlatformSpec) -> list[Problem]:

@@ -15,7 +15,7 @@ from components import naming, node_resources
 from components.jobs import grace, renderer, torchrun, volumes
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from components.pools import derive_pools
-from components.spec import PlatformSpec
+from components.spec import PlatformSpec, SpecError
 from infra import cli, stackfile
 
 IMAGE = "ghcr.io/acme/trainer:1.0.0"
@@ -412,12 +412,14 @@ def test_pullable_references_render(image: str) -> None:
     assert container_of(render(image=image))["image"] == image
 
 
-def test_a_stack_s_trainer_image_is_checked_too() -> None:
+def test_a_stack_s_trainer_image_is_checked_by_the_spec_with_the_job_s_grammar() -> None:
     raw = platform_of("onprem")
     raw["trainer"] = {"image": "registry/Trainer"}
-    with pytest.raises(renderer.JobError) as caught:
-        renderer.render(spec_of(raw), request(image=None))
-    assert caught.value.problems == ["platform.trainer.image: 'registry/Trainer': the repository name must be lowercase"]
+    with pytest.raises(SpecError) as caught:
+        spec_of(raw)
+    assert caught.value.problems[0].message == (
+        "expected `build` or an image reference: 'registry/Trainer': the repository name must be lowercase"
+    )
 
 
 # --- the request against the stack -----------------------------------------------------------

@@ -41,6 +41,6 @@ def test_every_problem_with_the_flags_and_the_trace_is_one_line_and_exit_2(
         "--spot-rate gpu=1: no pool 'gpu'; pools: h100-train, h200-train, l4-eval",
         "--scale-up-s h100-train=soon: expected h100-train=NUMBER, a number >= 0",
         f"{trace}:3: column team: unknown team 'ops'; teams: applied, research",
-        f"{trace}:3: column submit_s: expected seconds from the trace's start (a number >= 0), got 'x'",
+        f"{trace}:3: column submit_s: expected seconds from the trace's start (a number >= 0, at most 31622400), got 'x'",
     ]
     assert not (tmp_path / "prod-aws").exists()

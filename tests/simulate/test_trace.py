@@ -52,10 +52,10 @@ def test_unknown_team_tier_and_pool_are_one_line_each_naming_line_and_column() -
 
 def test_bad_numbers_name_the_column_and_what_was_expected() -> None:
     assert problems_of(f"{HEADER}\na,-1,research,standard,l4-train,1.5,0,abc") == [
-        "t.csv:2: column submit_s: expected seconds from the trace's start (a number >= 0), got '-1'",
-        "t.csv:2: column duration_s: expected the run time in seconds (a number > 0), got 'abc'",
-        "t.csv:2: column nodes: expected a whole number >= 1, got '1.5'",
-        "t.csv:2: column gpus_per_node: expected a whole number >= 1, got '0'",
+        "t.csv:2: column submit_s: expected seconds from the trace's start (a number >= 0, at most 31622400), got '-1'",
+        "t.csv:2: column duration_s: expected the run time in seconds (a number > 0, at most 31622400), got 'abc'",
+        "t.csv:2: column nodes: expected a whole number from 1 to 5000, got '1.5'",
+        "t.csv:2: column gpus_per_node: expected a whole number from 1 to 768, got '0'",
     ]
 
 
@@ -66,7 +66,7 @@ def test_a_zero_or_infinite_duration_is_invalid() -> None:
 
 def test_a_bad_checkpoint_interval_is_reported() -> None:
     assert problems_of(f"{HEADER},checkpoint_every_s\na,0,research,standard,l4-train,1,1,10,0") == [
-        "t.csv:2: column checkpoint_every_s: expected seconds between checkpoints (a number > 0, or empty for none), got '0'"
+        "t.csv:2: column checkpoint_every_s: expected seconds between checkpoints (a number > 0, at most 31622400, or empty for none), got '0'"
     ]
 
 
@@ -97,7 +97,7 @@ def test_every_problem_of_every_row_is_listed_at_once() -> None:
     problems = problems_of(f"{HEADER}\na,0,ops,standard,l4-train,1,1,10\nb,x,research,standard,l4-train,1,1,10")
     assert problems == [
         "t.csv:2: column team: unknown team 'ops'; teams: applied, research",
-        "t.csv:3: column submit_s: expected seconds from the trace's start (a number >= 0), got 'x'",
+        "t.csv:3: column submit_s: expected seconds from the trace's start (a number >= 0, at most 31622400), got 'x'",
     ]
 
 
@@ -128,4 +128,18 @@ def test_the_documented_jq_program_turns_finished_workloads_into_a_trace() -> No
     assert trace.parse(rows, "workloads", names) == [
         trace.TraceJob("applied/eval-b", 0, "applied", "standard", "l4-eval", 1, 1, 1200, None, line=2),
         trace.TraceJob("research/train-a", 1800, "research", "production", "h100-train", 2, 8, 7800, None, line=3),
+    ]
+
+
+@pytest.mark.parametrize("column", ["submit_s", "duration_s"])
+def test_times_past_the_horizon_are_refused(column: str) -> None:
+    row = {"submit_s": "0", "duration_s": "60"} | {column: "1e308"}
+    (line,) = problems_of(f"{HEADER}\nj,{row['submit_s']},research,production,l4-train,1,1,{row['duration_s']}")
+    assert line.startswith(f"t.csv:2: column {column}: expected ") and f"at most {trace.MAX_TRACE_S}" in line
+
+
+@pytest.mark.parametrize("nodes", ["5001", "9" * 5000])
+def test_counts_beyond_a_cluster_are_refused(nodes: str) -> None:
+    assert problems_of(f"{HEADER}\nj,0,research,production,l4-train,{nodes},1,60") == [
+        f"t.csv:2: column nodes: expected a whole number from 1 to {trace.MAX_NODES}, got {nodes!r}"
     ]

@@ -204,8 +204,8 @@ def test_duplicate_pool_names_are_rejected() -> None:
 
 
 def test_cluster_and_pool_name_together_must_fit_a_resource_name() -> None:
-    raw = aws_platform(cluster={"name": "c" * 40})
-    pool(raw)["name"] = "p" * 30
+    raw = aws_platform(cluster={"name": "c" * 29})
+    pool(raw)["name"] = "p" * 34
     (line,) = problems(raw)
     assert "platform.nodePools[0].name:" in line and "longer than 63 characters" in line
 

@@ -87,3 +87,37 @@ def test_a_person_in_two_teams_gets_one_eks_access_entry_with_both_groups() -> N
         tenancy.EksAccess("arn:aws:iam::111122223333:role/platform", admin=True, groups=()),
         tenancy.EksAccess(arn, admin=False, groups=("gpu-platform:team:research", "gpu-platform:team:applied")),
     ]
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        "user:system:anonymous",
+        "group:system:unauthenticated",
+        "group:system:authenticated",
+        "group:system:masters",
+        "group:system:serviceaccounts",
+        "user:system:serviceaccount:kube-system:default",
+    ],
+)
+def test_kubernetes_built_in_identities_are_refused_as_members(member: str) -> None:
+    assert problems(with_members("onprem", [member])) == [
+        f"{SOURCE}: platform.scheduling.teams[0].members[0]: {member!r} is a Kubernetes built-in identity:"
+        " names starting with 'system:' are reserved for Kubernetes itself, and binding one grants the role to every"
+        " caller of that kind (system:authenticated is anyone with credentials, system:anonymous anyone at all);"
+        " name people or groups"
+    ]
+
+
+def test_kubernetes_built_in_identities_are_refused_as_admins() -> None:
+    raw = platform_of("onprem")
+    raw["admins"] = ["group:system:authenticated"]
+    (line,) = problems(raw)
+    assert line.startswith(f"{SOURCE}: platform.admins[0]: 'group:system:authenticated' is a Kubernetes built-in identity")
+
+
+def test_built_in_identities_are_refused_on_gcp_too() -> None:
+    raw = platform_of("prod-gcp")
+    raw["admins"] = ["group:system:masters"]
+    (line,) = problems(raw)
+    assert "platform.admins[0]: 'group:system:masters' is a Kubernetes built-in identity" in line

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.facts import catalog
-from infra import synth
+from infra import output_folder, synth
 from infra.tools.simulate import build, engine, model, report, trace
 from infra.tools.simulate.model import ModelError
 from infra.tools.simulate.state import BoundExceeded
@@ -60,8 +60,8 @@ def pool_figures(values: list[str], flag: str, pools: list[str], problems: list[
 def prepare(stack: str, synthesis: synth.Synthesis, options: Options) -> tuple[model.StackModel, list[trace.TraceJob]]:
     """The model with the command line's figures, and the trace checked against it."""
     problems: list[str] = []
-    if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and options.horizon_s > 0):
-        problems.append(f"--horizon-s: expected a number of seconds > 0, got {options.horizon_s:g}")
+    if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and 0 < options.horizon_s <= trace.MAX_TRACE_S):
+        problems.append(f"--horizon-s: expected a number of seconds > 0, at most {trace.MAX_TRACE_S}, got {options.horizon_s:g}")
     plain = build.stack_model(stack, synthesis.resources, synthesis.outputs)
     pools = [p.name for p in plain.pools]
     overrides = model.Overrides(
@@ -85,7 +85,8 @@ def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
     started = time.perf_counter()
     stack_model, jobs = prepare(stack, synthesis, options)
     result = engine.simulate(stack_model, jobs, options.seed, options.horizon_s)
-    figures = report.write(result, stack_model, options.out_dir)
+    with output_folder.staged(options.out_dir) as staging:
+        figures = report.write(result, stack_model, staging)
     elapsed = time.perf_counter() - started
     lines = [
         f"{stack}: {len(jobs)} jobs, seed {options.seed}, horizon {report.duration(result.horizon)}"

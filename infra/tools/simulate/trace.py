@@ -12,10 +12,21 @@ column, so a trace exported from a real cluster is fixed in one pass.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Iterator
+
+from components.facts import limits
+from infra import inputs
+
+# Every time in a trace (submit_s, duration_s, checkpoint_every_s) and --horizon-s lies within
+# this horizon, a year and a day, and the counts within what one cluster holds, so no trace can
+# make a replay unbounded (a job submitted at 1e308 s would be stepped towards forever).
+MAX_TRACE_S = 366 * 86400
+MAX_NODES = limits.KUBERNETES_NODES_PER_CLUSTER
+MAX_SLOTS_PER_NODE = limits.MAX_GPUS_PER_NODE * limits.MAX_MPS_CLIENTS_PER_GPU
 
 REQUIRED_COLUMNS = ("id", "submit_s", "team", "tier", "pool", "nodes", "gpus_per_node", "duration_s")
 OPTIONAL_COLUMNS = ("checkpoint_every_s",)
@@ -62,8 +73,8 @@ def read(path: Path, names: StackNames) -> list[TraceJob]:
 def read_rows(path: Path) -> list[list[str]]:
     """The CSV cells of the trace, unchecked (parse checks them against a stack)."""
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            return list(csv.reader(handle))
+        text = inputs.read_bytes(path).decode("utf-8")
+        return list(csv.reader(io.StringIO(text, newline="")))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise TraceError([f"{path}: cannot read the trace: {exc}"]) from None
 
@@ -135,15 +146,15 @@ def _job(
             problem(name, f"unknown {name} {value!r}; {name}s: {', '.join(sorted(known))}")
     submit = _seconds(cell("submit_s"), allow_zero=True)
     if submit is None:
-        problem("submit_s", f"expected seconds from the trace's start (a number >= 0), got {cell('submit_s')!r}")
+        problem("submit_s", f"expected seconds from the trace's start (a number >= 0, at most {MAX_TRACE_S}), got {cell('submit_s')!r}")
     duration = _seconds(cell("duration_s"), allow_zero=False)
     if duration is None:
-        problem("duration_s", f"expected the run time in seconds (a number > 0), got {cell('duration_s')!r}")
+        problem("duration_s", f"expected the run time in seconds (a number > 0, at most {MAX_TRACE_S}), got {cell('duration_s')!r}")
     counts: dict[str, int] = {}
-    for name in ("nodes", "gpus_per_node"):
-        value = _count(cell(name))
+    for name, most in (("nodes", MAX_NODES), ("gpus_per_node", MAX_SLOTS_PER_NODE)):
+        value = _count(cell(name), most)
         if value is None:
-            problem(name, f"expected a whole number >= 1, got {cell(name)!r}")
+            problem(name, f"expected a whole number from 1 to {most}, got {cell(name)!r}")
         else:
             counts[name] = value
     checkpoint: float | None = None
@@ -152,7 +163,7 @@ def _job(
         if checkpoint is None:
             problem(
                 "checkpoint_every_s",
-                f"expected seconds between checkpoints (a number > 0, or empty for none), got {cell('checkpoint_every_s')!r}",
+                f"expected seconds between checkpoints (a number > 0, at most {MAX_TRACE_S}, or empty for none), got {cell('checkpoint_every_s')!r}",
             )
     if problems or submit is None or duration is None:
         return None, problems
@@ -176,13 +187,34 @@ def _seconds(text: str, allow_zero: bool) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or value > MAX_TRACE_S:
         return None
     return value
 
 
-def _count(text: str) -> int | None:
-    if not (text.isascii() and text.isdigit()):
+def _count(text: str, most: int) -> int | None:
+    # Digits first, and few of them: int() refuses strings over 4300 digits with a ValueError.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(most)):
         return None
     value = int(text)
-    return value if value >= 1 else None
+    return value if 1 <= value <= most else None
+
+
+class _Anything(Collection[str]):
+    """Names a trace may use when no stack is at hand: every name."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def check_rows(rows: list[list[str]], source: str) -> None:
+    """The problems of a trace that hold whatever stack it runs on (header, cells, bounds), before
+    any stack is built: `review --trace` refuses a malformed trace up front."""
+    anything = _Anything()
+    parse(rows, source, StackNames(teams=anything, tiers=anything, pools=anything))

@@ -22,8 +22,9 @@ _REMOTE_NAME = rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 
-_REFERENCE = re.compile(rf"^((?:{_DOMAIN}/)?{_REMOTE_NAME})(?::({_TAG}))?(?:@({_DIGEST}))?$", re.ASCII)
-_NAME = re.compile(rf"^(?:({_DOMAIN})/)?({_REMOTE_NAME})$", re.ASCII)
+# `\Z`, not `$`, which also matches before a trailing newline.
+_REFERENCE = re.compile(rf"^((?:{_DOMAIN}/)?{_REMOTE_NAME})(?::({_TAG}))?(?:@({_DIGEST}))?\Z", re.ASCII)
+_NAME = re.compile(rf"^(?:({_DOMAIN})/)?({_REMOTE_NAME})\Z", re.ASCII)
 
 # reference.go RepositoryNameTotalLengthMax: the path without the registry.
 PATH_MAX = 255
@@ -31,7 +32,7 @@ PATH_MAX = 255
 # (opencontainers/image-spec descriptor.md, "Registered algorithms"; go-digest validates it).
 DIGEST_HEX_LENGTHS = {"sha256": 64, "sha512": 128}
 # normalize.go refuses a 64-hex name without a registry: it reads as an image ID.
-_IMAGE_ID = re.compile(r"^[a-f0-9]{64}$")
+_IMAGE_ID = re.compile(r"^[a-f0-9]{64}\Z")
 
 
 def problem(reference: str) -> str | None:
