@@ -64,10 +64,10 @@ def test_trainer_arguments_arrive_as_typed_after_the_kubelet_s_expansion() -> No
     typed = "/data/$(TEAM_PREFIX)/a$$b$"
     args = [*TRAINER_ARGS[:-1], typed]
     trainer = container(render(trainer_args=args))
-    env = {"TEAM_PREFIX": "teams/research/", "NODE_RANK": "1"}
+    env = {"TEAM_PREFIX": "teams/research/", "POD_IP": "10.0.0.7"}
     expanded = [kubelet_expand(arg, env) for arg in trainer["args"]]
     assert expanded[expanded.index("--data") + 1] == typed
-    assert "--node-rank=1" in expanded, "the platform's own $(NODE_RANK) still expands"
+    assert "--local-addr=10.0.0.7" in expanded, "the platform's own $(POD_IP) still expands"
 
 
 def test_max_restarts_beyond_int32_is_refused() -> None:
