@@ -47,6 +47,7 @@ from components.spec.problems import (
     in_file_order,
     shape_problem,
 )
+from components.spec.observability_rules import observability_problems
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
 from components.spec.tenancy_rules import tenancy_problems
 
@@ -130,6 +131,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
         + scheduling_problems(spec)
         + tenancy_problems(spec)
         + monitoring_problems(spec)
+        + observability_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)
         + policy_problems(spec.policy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -13,7 +14,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
-from trainer import parallel, resume
+from trainer import metrics_server, parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.config import TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
@@ -187,6 +188,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     peak = cfg.peak_tflops or detect_peak_tflops(d.device)
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
                       d.world_size, peak, d.device, state.step, cfg.max_steps)
+    exporter = metrics_server.start(metrics, d.is_main)
 
     loss = float("nan")
     while state.step < cfg.max_steps:
@@ -202,8 +204,10 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
         # A sync step: the only place the host waits for the device, and where ranks agree on
         # stopping, so a SIGTERM is acted on within --log-every steps.
         loss, grad_norm, stopping = agree(result, stop.requested, d)
+        eval_started = time.perf_counter()
         eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
         metrics.log_step(state.step, loss, lr, grad_norm, eval_loss)
+        exporter.log_step(state.step, loss, eval_loss, time.perf_counter() - eval_started)
         if not (save_due or stopping):
             continue
         # The last save and a stop's are synchronous (after any pending one): the process is
@@ -211,6 +215,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
         scaler_state = m.scaler.state_dict() if m.scaler.is_enabled() else None
         saved = replace(state, grad_scaler=scaler_state)
         seconds = checkpointer.save(m.wrapped, m.optimizer, saved, background=not (last or stopping))
+        exporter.saved(seconds)
         if stopping and not last:
             checkpointer.close()
             log(f"stop requested: saved {checkpointer.folder(state.step)} in {seconds:.1f}s "
