@@ -15,8 +15,9 @@ from components.spec import PlatformSpec, PriorityTierSpec
 # XID 79: "GPU has fallen off the bus" (NVIDIA XID catalog); DCGM_FI_DEV_XID_ERRORS holds the
 # last XID a GPU reported.
 XID_FELL_OFF_BUS = 79
-# DCGM_FI_DEV_THERMAL_VIOLATION counts microseconds of thermal throttling (DCGM field docs):
-# its rate over 1e6 is the share of time throttled.
+# DCGM_FI_DEV_THERMAL_VIOLATION counts nanoseconds of thermal throttling (the dcgm-exporter
+# 4.8.2 chart's counters list, templates/metrics-configmap.yaml): its rate over 1e9 is the
+# share of time throttled.
 THERMAL_SHARE = 0.1
 # Below this tensor-pipe activity (0-1) a GPU counts as doing no training.
 IDLE_TENSOR_ACTIVE = 0.01
@@ -63,7 +64,7 @@ def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
         ),
         _alert(
             "GpuThermalThrottling",
-            f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / 1e6 > {THERMAL_SHARE}",
+            f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / 1e9 > {THERMAL_SHARE}",
             "10m",
             "warning",
             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is thermally throttled",
