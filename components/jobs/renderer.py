@@ -23,6 +23,7 @@ import yaml
 
 from components import naming, node_resources, tenancy
 from components.jobs import grace, image_ref, trainer_args
+from components.observability.objects import TRAINER_METRICS_PORT, TRAINER_PORT_NAME
 from components.jobs.torchrun import RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -217,6 +218,8 @@ def _container(
         {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
         {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
+        # Rank 0 serves its Prometheus metrics here (trainer.metrics_server, docs/observability.md).
+        {"name": "TRAINER_METRICS_PORT", "value": str(TRAINER_METRICS_PORT)},
     ]
     if spec.scheduling.teams:
         # Where in the bucket the team's identity may write (components.tenancy).
@@ -248,7 +251,10 @@ def _container(
         "command": ["python3", "-c", WAIT_THEN_TORCHRUN],
         "args": torchrun_args(request.nodes, request.gpus_per_node, host0, grace.shutdown_timeout(grace_period), args),
         "env": env,
-        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
+        "ports": [
+            {"name": "rdzv", "containerPort": RDZV_PORT},
+            {"name": TRAINER_PORT_NAME, "containerPort": TRAINER_METRICS_PORT},
+        ],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {
             "runAsNonRoot": True,

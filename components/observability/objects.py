@@ -25,6 +25,10 @@ TRAINER_METRICS_PORT = 9400 + 8
 TRAINER_PORT_NAME = "metrics"
 # Set by JobSet on every pod of a JobSet (kubernetes-sigs/jobset@v0.12.0 api: JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# Rank 0 runs in the first pod of the first Job: JobSet's job index (jobset@v0.12.0 JobIndexKey)
+# and the Indexed Job's completion index (Kubernetes 1.28+ pod label) are both 0 there. Only
+# that pod is scraped; the other pods declare the port but serve nothing.
+RANK_ZERO_POD: dict[str, str] = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
 # The grafana subchart's dashboard sidecar loads ConfigMaps with this label (its default,
 # kube-prometheus-stack values grafana.sidecar.dashboards.label).
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -119,7 +123,10 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
         "metadata": _metadata("trainer", NAMESPACE),
         "spec": {
             "namespaceSelector": {"any": True},
-            "selector": {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]},
+            "selector": {
+                "matchLabels": RANK_ZERO_POD,
+                "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
+            },
             "podMetricsEndpoints": [
                 {
                     "port": TRAINER_PORT_NAME,
@@ -146,7 +153,10 @@ def gmp_scrape_objects() -> list[dict[str, Any]]:
             "kind": "ClusterPodMonitoring",
             "metadata": _metadata("trainer"),
             "spec": {
-                "selector": {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]},
+                "selector": {
+                    "matchLabels": RANK_ZERO_POD,
+                    "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
+                },
                 "endpoints": [{"port": TRAINER_PORT_NAME, "interval": "15s"}],
                 "targetLabels": {"fromPod": [{"from": JOBSET_NAME_LABEL, "to": "jobset"}]},
             },
