@@ -140,3 +140,31 @@ NODE_EXPORTER: frozenset[str] = frozenset(
 
 # Series Prometheus writes itself for every target.
 PROMETHEUS: frozenset[str] = frozenset({"up", "scrape_duration_seconds"})
+
+# The trainer's own series (training_images/src/trainer/metrics_server.py METRIC_NAMES, restated:
+# the platform may not import the trainer, which needs torch; a trainer test keeps them equal).
+TRAINER: frozenset[str] = frozenset(
+    {
+        "trainer_step",
+        "trainer_max_steps",
+        "trainer_loss",
+        "trainer_eval_loss",
+        "trainer_tokens_per_second",
+        "trainer_mfu",
+        "trainer_step_seconds",
+        "trainer_last_step_timestamp_seconds",
+        "trainer_checkpoint_save_seconds",
+        "trainer_restarts",
+        "trainer_wall_seconds_total",
+        "trainer_committed_seconds_total",
+        "trainer_badput_seconds_total",
+        "trainer_goodput_ratio",
+    }
+)
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def published() -> frozenset[str]:
+    """Every series the pinned exporters and the trainer publish, histogram series included."""
+    histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
+    return DCGM | KUEUE | frozenset(histograms) | KUBE_STATE_METRICS | NODE_EXPORTER | PROMETHEUS | TRAINER

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from obs_support import onprem_rule_groups, run_promtool, write_rules
 
-from components.observability.metric_names import metric_names, unknown_metrics
+from promql_names import metric_names, unknown_metrics
 
 UNIT_TESTS = Path(__file__).with_name("alerts.test.yaml")
 
@@ -86,3 +86,8 @@ def test_a_misspelt_metric_name_is_reported() -> None:
 def test_metric_names_skip_functions_labels_keywords_and_groupings() -> None:
     expr = 'sum by (le, cluster_queue) (rate(kueue_x_bucket{priority_class="a b"}[1h])) > 3 and on(pod) up offset 5m'
     assert metric_names(expr) == {"kueue_x_bucket", "up"}
+
+
+def test_an_expression_that_is_not_promql_is_refused() -> None:
+    with pytest.raises(ValueError):
+        metric_names("rate(DCGM_FI_DEV_XID_ERRORS[5m] > 0")

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.observability.metric_names import TRAINER
+from components.facts.metrics import TRAINER
 from trainer import metrics_server
 from trainer.metrics_server import METRIC_NAMES, Exporter
 
