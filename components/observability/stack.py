@@ -12,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.facts import charts
-from components.observability import objects
+from components.observability import dashboards, objects
 from components.observability.rules import rule_groups
 from components.pools import Pool
 from components.spec import PlatformSpec, PriorityTierSpec
@@ -69,6 +69,15 @@ def declare(
         scraped = [obj for obj in scraped if obj["metadata"]["name"] != "dcgm-exporter"]
     for obj in [*scraped, rules]:
         _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, after_crds)
+    if spec.observability.grafana_on(spec.cloud):
+        for board in dashboards.config_maps():
+            meta = board["metadata"]
+            k8s.core.v1.ConfigMap(
+                f"{name}-dashboard-{meta['name']}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"], labels=meta["labels"]),
+                data=board["data"],
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+            )
     # Kueue authorizes /metrics by RBAC: Prometheus's account gets the chart's reader role.
     k8s.rbac.v1.ClusterRoleBinding(
         f"{name}-kueue-metrics-reader",

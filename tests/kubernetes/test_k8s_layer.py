@@ -64,6 +64,7 @@ def test_built_in_objects_validate_against_kubernetes_1_33_strictly(onprem: Synt
         "Role",
         "RoleBinding",
         "ClusterRoleBinding",
+        "ConfigMap",
     }
     for obj in core:
         kubernetes_validate.validate(obj, "1.33", strict=True)
