@@ -48,8 +48,14 @@ def declare(
             _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts)
         return
     chart = charts.KUBE_PROMETHEUS_STACK
+    # Node exporter reads the host (hostNetwork, hostPID, host paths), which Pod Security's
+    # baseline and restricted levels refuse, as for the GPU node agents.
     namespace = k8s.core.v1.Namespace(
-        f"{name}-{chart.namespace}", metadata=k8s.meta.v1.ObjectMetaArgs(name=chart.namespace), opts=opts
+        f"{name}-{chart.namespace}",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=chart.namespace, labels={"pod-security.kubernetes.io/enforce": "privileged"}
+        ),
+        opts=opts,
     )
     release = k8s.helm.v3.Release(
         f"{name}-{chart.name}",
