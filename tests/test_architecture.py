@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "components/trainer_image.py",
         ),
     ),
-    ("wings", ("components/aws", "components/gcp", "components/kubernetes")),
+    ("wings", ("components/aws", "components/gcp", "components/kubernetes", "components/observability")),
     ("jobs", ("components/jobs",)),
     ("checks", ("components/checks",)),
     (

@@ -55,6 +55,11 @@ DCGM_EXPORTER = Chart(
 CLUSTER_AUTOSCALER = Chart(
     "cluster-autoscaler", "https://kubernetes.github.io/autoscaler", "9.59.0", "kube-system"
 )
+# prometheus-community/helm-charts kube-prometheus-stack-88.5.3 (operator v0.93.1; subcharts
+# kube-state-metrics 8.4.0, prometheus-node-exporter 4.56.1, grafana 12.11.1), its Chart.yaml.
+KUBE_PROMETHEUS_STACK = Chart(
+    "kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts", "88.5.3", "monitoring"
+)
 
 # aws/karpenter-provider-aws v1.14.1, charts/karpenter (the newest release whose sources are
 # read here; supports Kubernetes 1.30-1.36, website/content/en/v1.14/upgrading/compatibility.md);
@@ -63,7 +68,9 @@ CLUSTER_AUTOSCALER = Chart(
 # once that release's chart and CRDs are read.
 KARPENTER = Chart("karpenter", "oci://public.ecr.aws/karpenter", "1.14.1", "kube-system")
 
-CHARTS: tuple[Chart, ...] = (NVIDIA_DEVICE_PLUGIN, KUEUE, JOBSET, DCGM_EXPORTER, CLUSTER_AUTOSCALER, KARPENTER)
+CHARTS: tuple[Chart, ...] = (
+    NVIDIA_DEVICE_PLUGIN, KUEUE, JOBSET, DCGM_EXPORTER, CLUSTER_AUTOSCALER, KARPENTER, KUBE_PROMETHEUS_STACK
+)
 # aws/eks-charts, stable/aws-efa-k8s-device-plugin/Chart.yaml (version v0.5.20, app v0.5.13):
 # advertises `vpc.amazonaws.com/efa` so pods can claim the EFA devices of a node. Not in CHARTS:
 # no keys file of its templates is carried yet, so its values keys are not checked.

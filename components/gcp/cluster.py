@@ -8,6 +8,7 @@ import pulumi_gcp as gcp
 from components.gcp import plan
 from components.gcp.network import Network
 from components.gcp.wing import Wing
+from components.observability.objects import managed_components
 from components.pools import Pool
 from components.spec import GKE_SYSTEM_POOL, NodePoolSpec
 
@@ -70,10 +71,10 @@ def gke_cluster(wing: Wing, network: Network, node_account: gcp.serviceaccount.A
         ),
         monitoring_config=(
             gcp.container.ClusterMonitoringConfigArgs(
-                enable_components=["SYSTEM_COMPONENTS", "DCGM"],
+                enable_components=managed_components(spec),
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
             )
-            if spec.monitoring.dcgm
+            if managed_components(spec)
             else None
         ),
         resource_labels={"gpu-platform-environment": spec.environment},

@@ -26,6 +26,7 @@ from components.facts import image_ref
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
 from components.jobs import fabric, flags, grace, placement, trainer_args
 from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
+from components.observability.objects import TRAINER_METRICS_PORT, TRAINER_PORT_NAME
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
@@ -241,6 +242,8 @@ def _container(
         {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
         {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
+        # Rank 0 serves its Prometheus metrics here (trainer.metrics_server, docs/observability.md).
+        {"name": "TRAINER_METRICS_PORT", "value": str(TRAINER_METRICS_PORT)},
     ]
     if spec.scheduling.teams:
         # Where in the bucket the team's identity may write (components.tenancy).
@@ -279,7 +282,10 @@ def _container(
         "args": torchrun_args(request.nodes, request.gpus_per_node, host0, grace.shutdown_timeout(grace_period), args,
                               request.name),
         "env": env,
-        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT}],
+        "ports": [
+            {"name": "rdzv", "containerPort": RDZV_PORT},
+            {"name": TRAINER_PORT_NAME, "containerPort": TRAINER_METRICS_PORT},
+        ],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {
             "runAsNonRoot": True,

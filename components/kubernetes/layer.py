@@ -33,6 +33,7 @@ from components.kubernetes.queues import (
 from components.kubernetes.releases import dcgm_exporter_values, device_plugin_values, jobset_values, kueue_values
 from components.kubernetes.tiers import priority_tiers
 from components.kubernetes.topology import TOPOLOGY_NAME, flavor_topology, needs_topology, topology_spec
+from components.observability import stack as observability
 from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.node_resources import installs_device_plugin
 from components.pools import GPU_RESOURCE, Pool
@@ -122,6 +123,8 @@ class GpuLayer(pulumi.ComponentResource):
         self._admins()
         if spec.monitoring.dcgm and dcgm_exporter:
             self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
+        # Metrics store, scrape objects and rules (docs/observability.md).
+        observability.declare(name, spec, pools, tiers, self._opts, after=[self._kueue])
 
         self.device_plugin_labels = device_plugin_labels(spec, pools)
         self.queues = {

@@ -14,6 +14,7 @@ from components import naming
 from components.facts import charts
 from components.kubernetes.device_plugin import DEFAULT_CONFIG, config_map
 from components.kubernetes.queues import NAMESPACE_NAME_LABEL
+from components.observability.objects import DCGM_COUNTERS_CONFIG_MAP, dcgm_counters_csv
 from components.pools import Pool
 from components.spec import PlatformSpec
 
@@ -58,6 +59,10 @@ def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any
         "affinity": gpu_node_affinity(pools),
         "tolerations": gpu_tolerations(pools),
         "serviceMonitor": {"enabled": spec.monitoring.service_monitor},
+        # The default counters plus the ECC and throttling ones the alerts read, from the
+        # ConfigMap the chart makes of `customMetrics` (read through `-m namespace:name`).
+        "customMetrics": dcgm_counters_csv(),
+        "arguments": ["-m", f"{charts.DCGM_EXPORTER.namespace}:{DCGM_COUNTERS_CONFIG_MAP}"],
     }
 
 

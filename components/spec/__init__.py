@@ -48,6 +48,7 @@ from components.spec.problems import (
     in_file_order,
     shape_problem,
 )
+from components.spec.observability_rules import observability_problems
 from components.spec.scheduling_rules import monitoring_problems, scheduling_problems
 from components.spec.tenancy_rules import tenancy_problems
 
@@ -136,6 +137,7 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
         + tenancy_problems(spec)
         + name_problems(spec)
         + monitoring_problems(spec)
+        + observability_problems(spec)
         + aws_problems(spec, region)
         + gcp_problems(spec, region)
         + policy_problems(spec.policy)

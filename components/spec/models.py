@@ -25,6 +25,7 @@ Environment = Literal["dev", "staging", "prod"]
 Capacity = Literal["on-demand", "spot"]
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
 DevicePlugin = Literal["nvidia", "managed", "none"]
+PrometheusChoice = Literal["kube-prometheus-stack", "managed", "none"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
@@ -181,6 +182,38 @@ class MonitoringSpec(_Spec):
     dcgm: bool = True
     # Only where the Prometheus Operator's CRDs are installed.
     service_monitor: bool = False
+
+
+class ObservabilitySpec(_Spec):
+    """Where metrics are stored and shown (docs/observability.md).
+
+    `prometheus`: kube-prometheus-stack (the chart, in the cluster), managed (Google Cloud
+    Managed Service for Prometheus; GKE only) or none. None: managed on gcp, the chart elsewhere.
+    """
+
+    prometheus: Optional[PrometheusChoice] = None
+    # Grafana with the platform's dashboards; None: on wherever the chart runs (GKE managed
+    # collection shows metrics in Cloud Monitoring instead).
+    grafana: Optional[bool] = None
+    # How long the in-cluster Prometheus keeps samples (Prometheus duration: 15d, 12h).
+    retention: str = Field(default="15d", pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")
+    # Alert thresholds (docs/observability.md, "Alerts").
+    idle_gpu_minutes: int = Field(default=30, ge=5, le=1440)
+    goodput_threshold: float = Field(default=0.8, gt=0, lt=1)
+    # Minutes a workload may pend before the alert, per priority tier name; a tier not listed
+    # uses `pendingMinutes`.
+    pending_minutes: int = Field(default=60, ge=1, le=10080)
+    pending_minutes_per_tier: dict[str, Annotated[int, Field(ge=1, le=10080)]] = Field(default_factory=dict)
+
+    def backend(self, cloud: Cloud) -> PrometheusChoice:
+        if self.prometheus is not None:
+            return self.prometheus
+        return "managed" if cloud == "gcp" else "kube-prometheus-stack"
+
+    def grafana_on(self, cloud: Cloud) -> bool:
+        if self.grafana is not None:
+            return self.grafana
+        return self.backend(cloud) == "kube-prometheus-stack"
 
 
 class StorageSpec(_Spec):
@@ -360,6 +393,7 @@ class PlatformSpec(_Spec):
     device_plugin_choice: Optional[DevicePlugin] = Field(default=None, alias="devicePlugin")
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec)
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
+    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     # cloud: aws only; None: every default of AwsSpec.

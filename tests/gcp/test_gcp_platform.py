@@ -209,8 +209,12 @@ def test_auto_provisioning_limits_gpus_by_accelerator_type(variant: Synthesis) -
 
 
 def test_dcgm_metrics_go_to_managed_prometheus(dev: Synthesis) -> None:
+    """With the managed backend (the default on gcp) GKE's kube state and kubelet packages too
+    (docs/observability.md)."""
     assert cluster(dev)["inputs"]["monitoringConfig"] == {
-        "enableComponents": ["SYSTEM_COMPONENTS", "DCGM"],
+        "enableComponents": [
+            "SYSTEM_COMPONENTS", "DCGM", "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"
+        ],
         "managedPrometheus": {"enabled": True},
     }
 
@@ -218,6 +222,13 @@ def test_dcgm_metrics_go_to_managed_prometheus(dev: Synthesis) -> None:
 def test_without_dcgm_gke_collects_no_gpu_metrics() -> None:
     raw = platform()
     raw["monitoring"] = {"dcgm": False}
+    assert "DCGM" not in cluster(synthesize(raw))["inputs"]["monitoringConfig"]["enableComponents"]
+
+
+def test_without_dcgm_or_a_managed_prometheus_gke_collects_nothing() -> None:
+    raw = platform()
+    raw["monitoring"] = {"dcgm": False}
+    raw["observability"] = {"prometheus": "none"}
     assert "monitoringConfig" not in cluster(synthesize(raw))["inputs"]
 
 

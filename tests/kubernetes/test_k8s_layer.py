@@ -63,6 +63,8 @@ def test_built_in_objects_validate_against_kubernetes_1_33_strictly(onprem: Synt
         "Job",
         "Role",
         "RoleBinding",
+        "ClusterRoleBinding",
+        "ConfigMap",
     }
     for obj in core:
         kubernetes_validate.validate(obj, "1.33", strict=True)
@@ -76,6 +78,9 @@ def test_custom_resources_validate_against_the_upstream_crds_with_unknown_fields
         "ClusterQueue",
         "LocalQueue",
         "WorkloadPriorityClass",
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
     }
     for obj in custom:
         jsonschema.validate(obj, crd_schema(obj["apiVersion"], obj["kind"]))
@@ -88,7 +93,7 @@ def test_the_crd_check_rejects_a_misspelt_field(onprem: Synthesis) -> None:
         jsonschema.validate(misspelt, crd_schema(queue["apiVersion"], queue["kind"]))
 
 
-@pytest.mark.parametrize("chart", [charts.NVIDIA_DEVICE_PLUGIN, charts.KUEUE, charts.JOBSET, charts.DCGM_EXPORTER], ids=lambda c: c.name)
+@pytest.mark.parametrize("chart", [charts.NVIDIA_DEVICE_PLUGIN, charts.KUEUE, charts.JOBSET, charts.DCGM_EXPORTER, charts.KUBE_PROMETHEUS_STACK], ids=lambda c: c.name)
 def test_every_helm_values_key_is_one_the_pinned_chart_reads(onprem: Synthesis, chart: charts.Chart) -> None:
     inputs = release(onprem, chart)
     assert charts.unknown_values_keys(inputs["values"], chart_keys(chart.name, inputs["version"])) == []

@@ -112,7 +112,10 @@ def test_only_the_admins_are_bound_cluster_wide(synthesized: Synthesized) -> Non
     assert binding["metadata"]["name"] == tenancy.ADMINS_BINDING
     assert binding["roleRef"]["name"] == "cluster-admin"
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "platform-admins@example.com"}]
-    assert kinds(synthesized("prod-aws"), "ClusterRoleBinding") == []
+    # Besides the admins, only Prometheus's account, to read Kueue's /metrics (docs/observability.md).
+    [reader] = kinds(synthesized("prod-aws"), "ClusterRoleBinding")
+    assert reader["roleRef"]["name"] == "kueue-metrics-reader"
+    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
 
 
 def test_gke_binds_google_groups_through_the_security_group_and_lets_members_fetch_credentials(

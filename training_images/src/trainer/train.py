@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -14,7 +15,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 from torch.optim import Optimizer
 
-from trainer import fabric, fit, limits, meta, parallel, resume
+from trainer import fabric, fit, limits, meta, metrics_server, parallel, resume
 from trainer.checkpoint import Checkpointer, TrainerState
 from trainer.config import TrainConfig
 from trainer.data import GlobalOrder, RankSlice, TokenFile, TrainBatches, eval_batches, eval_sample_count, read_meta
@@ -212,6 +213,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
                       d.world_size, peak, d.device, state.step, cfg.max_steps)
     metrics.fabric = fabric.gate(cfg.fabric_check, cfg.fabric_floor_gbps, cfg.fabric_probe_max_mib, d)
+    exporter = metrics_server.start(metrics, d.is_main)
 
     loss = float("nan")
     # Steps since the last sync whose loss was not finite, counted on the device (no host wait).
@@ -234,8 +236,10 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
         loss, stopping = agreed.loss, agreed.stopping
         if not agreed.finite:
             return _stop_not_finite(cfg, state.step, agreed, checkpointer, d)
+        eval_started = time.perf_counter()
         eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
         metrics.log_step(state.step, loss, lr, agreed.grad_norm, eval_loss)
+        exporter.log_step(state.step, loss, eval_loss, time.perf_counter() - eval_started)
         if not (save_due or stopping):
             continue
         # The last save and a stop's are synchronous (after any pending one): the process is
@@ -243,6 +247,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
         scaler_state = m.scaler.state_dict() if m.scaler.is_enabled() else None
         saved = replace(state, grad_scaler=scaler_state, loss=loss)
         seconds = checkpointer.save(m.wrapped, m.optimizer, saved, background=not (last or stopping))
+        exporter.saved(seconds)
         if stopping and not last:
             checkpointer.close()
             log(f"stop requested: saved {checkpointer.folder(state.step)} in {seconds:.1f}s "

@@ -1,0 +1,170 @@
+"""Metric names the exporters publish at the pinned versions: what rules and dashboards may name.
+
+A PromQL expression naming a metric nobody exports evaluates to nothing and alerts never fire,
+silently; tests check every expression we ship against these lists.
+"""
+
+from __future__ import annotations
+
+# NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv, the lines not commented out (the
+# exporter's default collectors, which the chart runs).
+DCGM_DEFAULT: frozenset[str] = frozenset(
+    {
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_ENC_UTIL",
+        "DCGM_FI_DEV_DEC_UTIL",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DRIVER_VERSION",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+    }
+)
+# Same file, commented out there: the counters the platform turns on too (the chart's
+# `customMetrics` replaces the list, so it is the default list plus these). Double-bit ECC and
+# thermal violation time are what the GPU alerts read.
+DCGM_ADDED: tuple[tuple[str, str], ...] = (
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter"),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter"),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter"),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter"),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge"),
+)
+DCGM: frozenset[str] = DCGM_DEFAULT | {name for name, _ in DCGM_ADDED}
+
+# kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go (subsystem `kueue`); histograms also
+# publish _bucket, _sum and _count series.
+KUEUE: frozenset[str] = frozenset(
+    f"kueue_{name}"
+    for name in (
+        "admission_attempts_total",
+        "admission_attempt_duration_seconds",
+        "admission_cycle_preemption_skips",
+        "build_info",
+        "pending_workloads",
+        "local_queue_pending_workloads",
+        "finished_workloads",
+        "quota_reserved_workloads_total",
+        "finished_workloads_total",
+        "quota_reserved_wait_time_seconds",
+        "admitted_workloads_total",
+        "local_queue_admitted_workloads_total",
+        "admission_wait_time_seconds",
+        "ready_wait_time_seconds",
+        "admitted_until_ready_wait_time_seconds",
+        "local_queue_admission_wait_time_seconds",
+        "admission_checks_wait_time_seconds",
+        "evicted_workloads_total",
+        "local_queue_evicted_workloads_total",
+        "preempted_workloads_total",
+        "reserving_active_workloads",
+        "admitted_active_workloads",
+        "local_queue_admitted_active_workloads",
+        "cluster_queue_status",
+        "unadmitted_workloads",
+        "cluster_queue_resource_reservation",
+        "cluster_queue_resource_pending",
+        "cluster_queue_resource_usage",
+        "local_queue_resource_usage",
+        "cluster_queue_nominal_quota",
+        "cluster_queue_borrowing_limit",
+        "cluster_queue_lending_limit",
+        "cluster_queue_weighted_share",
+        "cohort_weighted_share",
+    )
+)
+KUEUE_HISTOGRAMS: frozenset[str] = frozenset(
+    f"kueue_{name}"
+    for name in (
+        "admission_attempt_duration_seconds",
+        "quota_reserved_wait_time_seconds",
+        "admission_wait_time_seconds",
+        "ready_wait_time_seconds",
+        "admitted_until_ready_wait_time_seconds",
+        "local_queue_admission_wait_time_seconds",
+        "admission_checks_wait_time_seconds",
+    )
+)
+
+# kubernetes/kube-state-metrics docs/metrics (v2.x, the version kube-prometheus-stack 88.5.3's
+# kube-state-metrics 8.4.0 subchart runs): the node, pod and job series the rules read.
+KUBE_STATE_METRICS: frozenset[str] = frozenset(
+    {
+        "kube_node_status_condition",
+        "kube_node_labels",
+        "kube_node_info",
+        "kube_pod_info",
+        "kube_pod_labels",
+        "kube_pod_status_phase",
+        "kube_pod_container_resource_requests",
+        "kube_pod_container_status_restarts_total",
+        "kube_pod_start_time",
+        "kube_pod_status_ready_time",
+        "kube_pod_created",
+        "kube_job_status_active",
+        "kube_job_status_failed",
+        "kube_job_status_succeeded",
+    }
+)
+
+# prometheus/node_exporter (1.x, the prometheus-node-exporter 4.56.1 subchart): the collectors
+# the fleet view reads.
+NODE_EXPORTER: frozenset[str] = frozenset(
+    {
+        "node_cpu_seconds_total",
+        "node_memory_MemAvailable_bytes",
+        "node_memory_MemTotal_bytes",
+        "node_filesystem_avail_bytes",
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+    }
+)
+
+# Series Prometheus writes itself for every target.
+PROMETHEUS: frozenset[str] = frozenset({"up", "scrape_duration_seconds"})
+
+# The trainer's own series (training_images/src/trainer/metrics_server.py METRIC_NAMES, restated:
+# the platform may not import the trainer, which needs torch; a trainer test keeps them equal).
+TRAINER: frozenset[str] = frozenset(
+    {
+        "trainer_step",
+        "trainer_max_steps",
+        "trainer_loss",
+        "trainer_eval_loss",
+        "trainer_tokens_per_second",
+        "trainer_mfu",
+        "trainer_step_seconds",
+        "trainer_last_step_timestamp_seconds",
+        "trainer_checkpoint_save_seconds",
+        "trainer_restarts",
+        "trainer_wall_seconds_total",
+        "trainer_committed_seconds_total",
+        "trainer_badput_seconds_total",
+        "trainer_goodput_ratio",
+    }
+)
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def published() -> frozenset[str]:
+    """Every series the pinned exporters and the trainer publish, histogram series included."""
+    histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
+    return DCGM | KUEUE | frozenset(histograms) | KUBE_STATE_METRICS | NODE_EXPORTER | PROMETHEUS | TRAINER

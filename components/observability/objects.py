@@ -1,0 +1,188 @@
+"""The metrics stack's objects as plain data: chart values, scrape objects, rule objects.
+
+Two backends read them. kube-prometheus-stack's operator reads ServiceMonitor, PodMonitor and
+PrometheusRule (monitoring.coreos.com/v1, schemas in tests/data/schemas from the chart's crds
+subchart at 88.5.3); GKE's managed collection reads PodMonitoring, ClusterPodMonitoring and
+ClusterRules (monitoring.googleapis.com/v1, GoogleCloudPlatform/prometheus-engine@v0.17.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.facts import charts
+from components.facts.metrics import DCGM_ADDED, DCGM_DEFAULT
+from components.spec import PlatformSpec
+
+OPERATOR_API = "monitoring.coreos.com/v1"
+GMP_API = "monitoring.googleapis.com/v1"
+NAMESPACE = charts.KUBE_PROMETHEUS_STACK.namespace
+# Named explicitly so the metrics reader binding below can name it (the chart's default is
+# <fullname>-prometheus; kube-prometheus-stack-88.5.3 templates/_helpers.tpl).
+PROMETHEUS_SERVICE_ACCOUNT = "prometheus"
+# The port rank 0 serves on (trainer.metrics_server reads TRAINER_METRICS_PORT) and its name.
+TRAINER_METRICS_PORT = 9400 + 8
+TRAINER_PORT_NAME = "metrics"
+# Set by JobSet on every pod of a JobSet (kubernetes-sigs/jobset@v0.12.0 api: JobSetNameKey).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# Rank 0 runs in the first pod of the first Job: JobSet's job index (jobset@v0.12.0 JobIndexKey)
+# and the Indexed Job's completion index (Kubernetes 1.28+ pod label) are both 0 there. Only
+# that pod is scraped; the other pods declare the port but serve nothing.
+RANK_ZERO_POD: dict[str, str] = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+# The grafana subchart's dashboard sidecar loads ConfigMaps with this label (its default,
+# kube-prometheus-stack values grafana.sidecar.dashboards.label).
+DASHBOARD_LABEL = "grafana_dashboard"
+# The Kueue chart's ClusterRole that may GET /metrics (kubernetes-sigs/kueue@v0.19.2
+# charts/kueue/templates/rbac/metrics_reader_role.yaml, release `kueue`); the metrics endpoint
+# authorizes scrapers by it.
+KUEUE_METRICS_READER = "kueue-metrics-reader"
+# The ConfigMap the dcgm-exporter chart makes of `customMetrics` (4.8.2 templates/metrics-configmap.yaml).
+DCGM_COUNTERS_CONFIG_MAP = "exporter-metrics-config-map"
+
+
+def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
+    """Prometheus selects every ServiceMonitor, PodMonitor and PrometheusRule in the cluster
+    (the chart's default selects only its own release's), keeps `retention`, and Grafana is
+    on where the spec asks."""
+    obs = spec.observability
+    return {
+        "prometheus": {
+            "serviceAccount": {"name": PROMETHEUS_SERVICE_ACCOUNT},
+            "prometheusSpec": {
+                "retention": obs.retention,
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+            },
+        },
+        "grafana": {"enabled": obs.grafana_on(spec.cloud)},
+    }
+
+
+def dcgm_counters_csv() -> str:
+    """The exporter's counters: its default list plus the ECC and violation counters the alerts
+    read (the chart's `customMetrics` replaces the whole file; NVIDIA/dcgm-exporter@4.5.3-4.8.2
+    deployment/templates/metrics-configmap.yaml)."""
+    kinds = {"DCGM_FI_DRIVER_VERSION": "label", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter"}
+    counters = {
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    }
+    rows = [(name, kinds.get(name, "counter" if name in counters else "gauge")) for name in sorted(DCGM_DEFAULT)]
+    rows += list(DCGM_ADDED)
+    return "".join(f"{name}, {kind}, {name.lower()}\n" for name, kind in rows)
+
+
+def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/part-of": "gpu-platform"}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def operator_scrape_objects() -> list[dict[str, Any]]:
+    """DCGM exporter and Kueue by their Services, the trainers by their pods. kube-state-metrics
+    and node exporter are scraped by the chart's own ServiceMonitors."""
+    dcgm = {
+        "apiVersion": OPERATOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": _metadata("dcgm-exporter", charts.DCGM_EXPORTER.namespace),
+        "spec": {
+            # dcgm-exporter 4.8.2 chart templates/service.yaml: port `metrics`, selector labels.
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
+            # The exporter's own namespace/pod labels name the pod holding each GPU.
+            "endpoints": [{"port": "metrics", "interval": "15s", "honorLabels": True}],
+        },
+    }
+    kueue = {
+        "apiVersion": OPERATOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": _metadata("kueue", charts.KUEUE.namespace),
+        "spec": {
+            # kueue 0.19.2 chart: controller-manager-metrics-service, port `https` (8443), served
+            # with a self-signed certificate; the chart's own monitor skips verification too.
+            "selector": {
+                "matchLabels": {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}
+            },
+            "endpoints": [
+                {
+                    "port": "https",
+                    "scheme": "https",
+                    "path": "/metrics",
+                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                    "tlsConfig": {"insecureSkipVerify": True},
+                }
+            ],
+        },
+    }
+    trainer = {
+        "apiVersion": OPERATOR_API,
+        "kind": "PodMonitor",
+        "metadata": _metadata("trainer", NAMESPACE),
+        "spec": {
+            "namespaceSelector": {"any": True},
+            "selector": {
+                "matchLabels": RANK_ZERO_POD,
+                "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
+            },
+            "podMetricsEndpoints": [
+                {
+                    "port": TRAINER_PORT_NAME,
+                    "interval": "15s",
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_label_jobset_sigs_k8s_io_jobset_name"],
+                            "targetLabel": "jobset",
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    return [dcgm, kueue, trainer]
+
+
+def gmp_scrape_objects() -> list[dict[str, Any]]:
+    """GKE: the trainers through ClusterPodMonitoring; DCGM, kube-state-metrics and node
+    metrics come from GKE's managed packages (components.gcp.cluster enables them)."""
+    return [
+        {
+            "apiVersion": GMP_API,
+            "kind": "ClusterPodMonitoring",
+            "metadata": _metadata("trainer"),
+            "spec": {
+                "selector": {
+                    "matchLabels": RANK_ZERO_POD,
+                    "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
+                },
+                "endpoints": [{"port": TRAINER_PORT_NAME, "interval": "15s"}],
+                "targetLabels": {"fromPod": [{"from": JOBSET_NAME_LABEL, "to": "jobset"}]},
+            },
+        }
+    ]
+
+
+def rule_object(spec: PlatformSpec, groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rule groups as the backend's rule object: PrometheusRule, or GMP's ClusterRules."""
+    if spec.observability.backend(spec.cloud) == "managed":
+        return {"apiVersion": GMP_API, "kind": "ClusterRules", "metadata": _metadata("gpu-platform"), "spec": {"groups": groups}}
+    return {
+        "apiVersion": OPERATOR_API,
+        "kind": "PrometheusRule",
+        "metadata": _metadata("gpu-platform", NAMESPACE),
+        "spec": {"groups": groups},
+    }
+
+
+def managed_components(spec: PlatformSpec) -> list[str]:
+    """GKE's metric packages for managed collection (pulumi-gcp ClusterMonitoringConfig
+    enable_components): DCGM where the spec wants GPU metrics, and with the managed backend the
+    kube state packages (pods, workloads, JobSets) and the kubelet's. Empty: leave collection off."""
+    components = ["SYSTEM_COMPONENTS"]
+    if spec.monitoring.dcgm:
+        components.append("DCGM")
+    if spec.observability.backend(spec.cloud) == "managed":
+        components += ["POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"]
+    return components if len(components) > 1 else []

@@ -1,0 +1,203 @@
+"""Alert and recording rules, as Prometheus rule groups (the rule-file format PrometheusRule and
+GMP's ClusterRules carry in `spec.groups`).
+
+Each alert says what it means in `annotations.summary` and what to do in docs/observability.md
+(`runbook` names the section). Thresholds come from the spec's `observability` section.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.pools import GPU_RESOURCE, Pool
+from components.spec import PlatformSpec, PriorityTierSpec
+
+# XID 79: "GPU has fallen off the bus" (NVIDIA XID catalog); DCGM_FI_DEV_XID_ERRORS holds the
+# last XID a GPU reported.
+XID_FELL_OFF_BUS = 79
+# DCGM_FI_DEV_THERMAL_VIOLATION counts nanoseconds of thermal throttling (the dcgm-exporter
+# 4.8.2 chart's counters list, templates/metrics-configmap.yaml): its rate over 1e9 is the
+# share of time throttled.
+THERMAL_SHARE = 0.1
+# Below this tensor-pipe activity (0-1) a GPU counts as doing no training.
+IDLE_TENSOR_ACTIVE = 0.01
+# A job is stalled after this many of its recent step times without a sync step, and never
+# sooner than the floor (a sync step comes every --log-every steps).
+STALL_STEPS = 20
+STALL_FLOOR_SECONDS = 600
+DOCS = "docs/observability.md"
+
+
+def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "runbook": f"{DOCS}#{name.lower()}"},
+    }
+
+
+def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
+    idle = spec.observability.idle_gpu_minutes
+    return [
+        _alert(
+            "GpuXidError",
+            f"DCGM_FI_DEV_XID_ERRORS != 0 and DCGM_FI_DEV_XID_ERRORS != {XID_FELL_OFF_BUS}",
+            "0m",
+            "warning",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+        ),
+        _alert(
+            "GpuFellOffTheBus",
+            f"DCGM_FI_DEV_XID_ERRORS == {XID_FELL_OFF_BUS}",
+            "0m",
+            "critical",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} fell off the bus (XID 79): drain the node",
+        ),
+        _alert(
+            "GpuDoubleBitEccError",
+            "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+            "0m",
+            "critical",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable (double-bit) ECC errors",
+        ),
+        _alert(
+            "GpuThermalThrottling",
+            f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / 1e9 > {THERMAL_SHARE}",
+            "10m",
+            "warning",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is thermally throttled",
+        ),
+        # The exporter labels a GPU's series with the pod holding it (Kubernetes mapping), so a
+        # series with a pod is an allocated GPU.
+        _alert(
+            "GpuAllocatedButIdle",
+            f'max by (namespace, pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{pod!=""}}) < {IDLE_TENSOR_ACTIVE}',
+            f"{idle}m",
+            "warning",
+            f"pod {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds GPUs with no tensor activity for {idle}m",
+        ),
+    ]
+
+
+def node_alerts() -> list[dict[str, Any]]:
+    return [
+        _alert(
+            "NodeNotReady",
+            'kube_node_status_condition{condition="Ready", status="true"} == 0',
+            "5m",
+            "warning",
+            "node {{ $labels.node }} has not been Ready for 5m",
+        ),
+    ]
+
+
+def job_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
+    threshold = spec.observability.goodput_threshold
+    return [
+        _alert(
+            "TrainingJobStalled",
+            "(time() - trainer_last_step_timestamp_seconds)"
+            f" > clamp_min({STALL_STEPS} * trainer_step_seconds, {STALL_FLOOR_SECONDS})"
+            " and trainer_step < trainer_max_steps",
+            "0m",
+            "warning",
+            "job {{ $labels.namespace }}/{{ $labels.jobset }} made no step for "
+            f"{STALL_STEPS} step times",
+        ),
+        _alert(
+            "LowGoodput",
+            f"job:trainer_goodput:ratio1h < {threshold}",
+            "30m",
+            "warning",
+            "job {{ $labels.namespace }}/{{ $labels.jobset }} kept {{ $value | humanizePercentage }} "
+            "of its time in committed steps over the last hour",
+        ),
+    ]
+
+
+def queue_alerts(spec: PlatformSpec, tiers: tuple[PriorityTierSpec, ...]) -> list[dict[str, Any]]:
+    """Pending per queue (Kueue's gauge has no tier), and admission wait per tier (its
+    histogram is labelled by priority class)."""
+    obs = spec.observability
+    alerts = [
+        _alert(
+            "WorkloadsPendingTooLong",
+            'kueue_pending_workloads{status="active"} > 0',
+            f"{obs.pending_minutes}m",
+            "warning",
+            "ClusterQueue {{ $labels.cluster_queue }} has had workloads pending for "
+            f"{obs.pending_minutes}m",
+        )
+    ]
+    for tier in tiers:
+        minutes = obs.pending_minutes_per_tier.get(tier.name, obs.pending_minutes)
+        alerts.append(
+            _alert(
+                f"AdmissionWaitOverThreshold{''.join(part.title() for part in tier.name.split('-'))}",
+                "histogram_quantile(0.95, sum by (le, cluster_queue) "
+                f'(rate(kueue_admission_wait_time_seconds_bucket{{priority_class="{tier.name}"}}[1h])))'
+                f" > {minutes * 60}",
+                "15m",
+                "warning",
+                f"{tier.name} workloads of {{{{ $labels.cluster_queue }}}} waited over {minutes}m for "
+                "admission (p95, last hour)",
+            )
+        )
+    return alerts
+
+
+def goodput_records() -> list[dict[str, Any]]:
+    """The trainer's goodput over an hour, per job (all ranks' processes and restarts)."""
+    by = "namespace, jobset"
+    return [
+        {
+            "record": "job:trainer_goodput:ratio1h",
+            "expr": f"sum by ({by}) (increase(trainer_committed_seconds_total[1h]))"
+            f" / sum by ({by}) (increase(trainer_wall_seconds_total[1h]))",
+        },
+        {
+            "record": "job:trainer_badput_seconds:increase1h",
+            "expr": f"sum by ({by}, cause) (increase(trainer_badput_seconds_total[1h]))",
+        },
+        # The platform's part: time from pod creation to Ready (image pull, start), per job.
+        {
+            "record": "job:pod_startup_seconds:max",
+            "expr": "max by (namespace, pod) (kube_pod_status_ready_time - kube_pod_created)",
+        },
+    ]
+
+
+def cost_records(pools: list[Pool]) -> list[dict[str, Any]]:
+    """GPU slots in use and $/hour per team and pool, from Kueue's usage of each flavor (a
+    pool) times the catalog's reference price of one slot of that pool."""
+    records: list[dict[str, Any]] = [
+        {
+            "record": "team_pool:gpu_slots:usage",
+            "expr": "sum by (cluster_queue, flavor) "
+            f'(kueue_cluster_queue_resource_usage{{resource="{GPU_RESOURCE}"}})',
+        }
+    ]
+    for pool in pools:
+        price = pool.usd_per_node_hour
+        if price is None:
+            continue
+        per_slot = round(price / pool.slots_per_node, 6)
+        records.append(
+            {
+                "record": "team_pool:gpu_usd_per_hour:usage",
+                "expr": f'team_pool:gpu_slots:usage{{flavor="{pool.name}"}} * {per_slot}',
+            }
+        )
+    return records
+
+
+def rule_groups(spec: PlatformSpec, pools: list[Pool], tiers: tuple[PriorityTierSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {"name": "gpu-platform-gpus", "rules": gpu_alerts(spec)},
+        {"name": "gpu-platform-nodes", "rules": node_alerts()},
+        {"name": "gpu-platform-jobs", "rules": goodput_records() + job_alerts(spec)},
+        {"name": "gpu-platform-queues", "rules": queue_alerts(spec, tiers)},
+        {"name": "gpu-platform-cost", "interval": "1m", "rules": cost_records(pools)},
+    ]

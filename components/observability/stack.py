@@ -1,0 +1,100 @@
+"""The metrics stack as Pulumi resources, declared by the GPU layer on its cluster's provider.
+
+kube-prometheus-stack first (it brings the monitoring.coreos.com CRDs), then the scrape and rule
+objects the operator reads; with GKE's managed collection the cluster already has GMP's CRDs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.facts import charts
+from components.observability import dashboards, objects
+from components.observability.rules import rule_groups
+from components.pools import Pool
+from components.spec import PlatformSpec, PriorityTierSpec
+
+
+def _custom(resource_name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    meta = obj["metadata"]
+    return k8s.apiextensions.CustomResource(
+        resource_name,
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta.get("namespace"), labels=meta["labels"]),
+        spec=dict(obj["spec"]),
+        opts=opts,
+    )
+
+
+def declare(
+    name: str,
+    spec: PlatformSpec,
+    pools: list[Pool],
+    tiers: tuple[PriorityTierSpec, ...],
+    opts: pulumi.ResourceOptions,
+    after: list[pulumi.Resource],
+) -> None:
+    """`after`: what the scrape targets' controllers need first (Kueue's webhook gate)."""
+    backend = spec.observability.backend(spec.cloud)
+    if backend == "none":
+        return
+    rules = objects.rule_object(spec, rule_groups(spec, pools, tiers))
+    if backend == "managed":
+        for obj in [*objects.gmp_scrape_objects(), rules]:
+            _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts)
+        return
+    chart = charts.KUBE_PROMETHEUS_STACK
+    # Node exporter reads the host (hostNetwork, hostPID, host paths), which Pod Security's
+    # baseline and restricted levels refuse, as for the GPU node agents.
+    namespace = k8s.core.v1.Namespace(
+        f"{name}-{chart.namespace}",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=chart.namespace, labels={"pod-security.kubernetes.io/enforce": "privileged"}
+        ),
+        opts=opts,
+    )
+    release = k8s.helm.v3.Release(
+        f"{name}-{chart.name}",
+        name=chart.name,
+        chart=chart.reference,
+        version=chart.version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        namespace=chart.namespace,
+        create_namespace=False,
+        values=objects.kube_prometheus_stack_values(spec),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+    )
+    after_crds = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release, *after]))
+    scraped = objects.operator_scrape_objects()
+    if spec.monitoring.service_monitor or not spec.monitoring.dcgm:
+        # The exporter's chart declares its own ServiceMonitor, or there is no exporter.
+        scraped = [obj for obj in scraped if obj["metadata"]["name"] != "dcgm-exporter"]
+    for obj in [*scraped, rules]:
+        _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, after_crds)
+    if spec.observability.grafana_on(spec.cloud):
+        for board in dashboards.config_maps():
+            meta = board["metadata"]
+            k8s.core.v1.ConfigMap(
+                f"{name}-dashboard-{meta['name']}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=meta["name"], namespace=meta["namespace"], labels=meta["labels"]),
+                data=board["data"],
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+            )
+    # Kueue authorizes /metrics by RBAC: Prometheus's account gets the chart's reader role.
+    k8s.rbac.v1.ClusterRoleBinding(
+        f"{name}-kueue-metrics-reader",
+        metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-platform-prometheus-kueue-metrics"),
+        role_ref=k8s.rbac.v1.RoleRefArgs(
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=objects.KUEUE_METRICS_READER
+        ),
+        subjects=[
+            k8s.rbac.v1.SubjectArgs(
+                kind="ServiceAccount", name=objects.PROMETHEUS_SERVICE_ACCOUNT, namespace=chart.namespace
+            )
+        ],
+        opts=after_crds,
+    )

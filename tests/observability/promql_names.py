@@ -1,0 +1,32 @@
+"""The metric names a PromQL expression reads, from promql-parser's syntax tree, and which of
+them nobody publishes.
+
+promtool parses rule files but cannot know whether a name exists; a misspelt name evaluates to
+an empty result and its alert never fires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import promql_parser
+
+from components.facts.metrics import published
+
+
+def metric_names(expr: str) -> set[str]:
+    """Raises ValueError where `expr` is not PromQL."""
+    names: set[str] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector) and node.name:
+            names.add(node.name)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return names
+
+
+def unknown_metrics(exprs: Iterable[str], recorded: Iterable[str] = ()) -> list[str]:
+    """Names the expressions read that no exporter publishes and no recording rule records."""
+    known = published() | set(recorded)
+    return sorted({name for expr in exprs for name in metric_names(expr)} - known)

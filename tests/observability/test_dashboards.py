@@ -1,0 +1,45 @@
+"""Dashboards: every query is PromQL naming only published or recorded metrics, and each ships as
+a ConfigMap the grafana sidecar loads."""
+
+from __future__ import annotations
+
+import pytest
+from obs_support import onprem_rule_groups
+from promql_names import unknown_metrics
+
+from components.observability import dashboards
+from components.observability.dashboards import BOARDS, Board
+
+
+def _selector(variable_query: str) -> str:
+    """The series selector of Grafana's `label_values(selector, label)` (not PromQL itself)."""
+    assert variable_query.startswith("label_values(") and variable_query.endswith(")")
+    return variable_query.removeprefix("label_values(").rsplit(",", 1)[0]
+
+
+def _recorded() -> list[str]:
+    return [rule["record"] for group in onprem_rule_groups() for rule in group["rules"] if "record" in rule]
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_every_query_parses_and_names_only_known_metrics(board: Board) -> None:
+    exprs = dashboards.queries(board) + [_selector(query) for _, query in board.variables]
+    assert unknown_metrics(exprs, _recorded() + ["team_pool:gpu_usd_per_hour:usage"]) == []
+
+
+def test_a_dashboard_query_with_a_misspelt_metric_is_caught() -> None:
+    assert unknown_metrics(['trainer_tokens_per_sec{jobset=~"$jobset"}']) == ["trainer_tokens_per_sec"]
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_every_panel_of_the_built_dashboard_carries_its_queries(board: Board) -> None:
+    built = dashboards.build(board)
+    assert built["uid"] == board.uid
+    assert [[t["expr"] for t in p["targets"]] for p in built["panels"]] == [[q for q, _ in p.queries] for p in board.panels]
+    assert {v["name"] for v in built["templating"]["list"]} == {name for name, _ in board.variables}
+
+
+def test_the_dashboards_ship_as_config_maps_with_the_sidecar_label() -> None:
+    maps = dashboards.config_maps()
+    assert [m["metadata"]["labels"]["grafana_dashboard"] for m in maps] == ["1"] * len(BOARDS)
+    assert {m["metadata"]["namespace"] for m in maps} == {"monitoring"}

@@ -1,0 +1,109 @@
+"""Each cloud's metrics stack as the program synthesizes it: GKE managed collection with GMP
+objects, kube-prometheus-stack elsewhere, nothing with `prometheus: none`; the spec's errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from typing import Any
+
+import jsonschema
+import pytest
+from k8s_support import crd_schema, onprem_platform, spec_of
+from k8s_support import synthesize as synthesize_onprem
+
+from components.facts import charts
+from components.spec import SpecError
+from infra import program, stackfile, synth
+from k8s_support import REPO
+
+HELM = "kubernetes:helm.sh/v3:Release"
+
+
+@cache
+def _stack(stack: str) -> synth.Synthesis:
+    config = stackfile.read(stack, REPO).config
+    pulumi_config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    return synth.run(program.main, stackfile.project_name(REPO), stack, pulumi_config)
+
+
+def _kinds(synthesis: synth.Synthesis) -> set[str]:
+    return {obj["kind"] for obj in synthesis.kubernetes_objects()}
+
+
+def _releases(synthesis: synth.Synthesis) -> set[str]:
+    return {r["inputs"]["name"] for r in synthesis.by_type(HELM)}
+
+
+def test_gke_enables_managed_collection_with_the_kube_state_packages() -> None:
+    [cluster] = _stack("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    config = cluster["inputs"]["monitoringConfig"]
+    assert config["managedPrometheus"]["enabled"] is True
+    assert {"DCGM", "POD", "JOBSET", "KUBELET"} <= set(config["enableComponents"])
+
+
+def test_gke_declares_gmp_objects_that_validate_against_gmp_crds() -> None:
+    gmp = [obj for obj in _stack("dev-gcp").kubernetes_objects() if obj["apiVersion"] == "monitoring.googleapis.com/v1"]
+    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules"}
+    for obj in gmp:
+        schema = crd_schema(obj["apiVersion"], obj["kind"])
+        assert schema is not None
+        jsonschema.validate(obj, schema)
+    assert charts.KUBE_PROMETHEUS_STACK.name not in _releases(_stack("dev-gcp"))
+
+
+def test_a_misspelt_gmp_field_is_refused() -> None:
+    [pod_monitoring] = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] == "ClusterPodMonitoring"]
+    wrong = copy.deepcopy(pod_monitoring)
+    wrong["spec"]["endpoints"][0]["intervall"] = "15s"
+    with pytest.raises(jsonschema.ValidationError, match="intervall"):
+        jsonschema.validate(wrong, crd_schema(wrong["apiVersion"], wrong["kind"]))
+
+
+def test_aws_installs_kube_prometheus_stack_and_the_operator_objects() -> None:
+    synthesis = _stack("dev-aws")
+    assert charts.KUBE_PROMETHEUS_STACK.name in _releases(synthesis)
+    assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= _kinds(synthesis)
+    [rule] = [o for o in synthesis.kubernetes_objects() if o["kind"] == "PrometheusRule"]
+    jsonschema.validate(rule, crd_schema(rule["apiVersion"], rule["kind"]))
+    costs = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("record") == "team_pool:gpu_usd_per_hour:usage"]
+    assert costs, "AWS pools have catalog prices: a $ rule per pool"
+
+
+def test_prometheus_none_declares_no_metrics_stack() -> None:
+    platform = onprem_platform()
+    platform["observability"] = {"prometheus": "none"}
+    synthesis = synthesize_onprem(platform)
+    assert charts.KUBE_PROMETHEUS_STACK.name not in _releases(synthesis)
+    assert not {"ServiceMonitor", "PodMonitor", "PrometheusRule"} & _kinds(synthesis)
+
+
+def _error(observability: dict[str, Any], cloud_platform: dict[str, Any] | None = None) -> str:
+    platform = cloud_platform or onprem_platform()
+    platform["observability"] = observability
+    with pytest.raises(SpecError) as caught:
+        spec_of(platform)
+    return str(caught.value)
+
+
+def test_managed_prometheus_off_gke_is_a_spec_error() -> None:
+    assert "platform.observability.prometheus: managed" in _error({"prometheus": "managed"})
+
+
+def test_grafana_without_a_prometheus_is_a_spec_error() -> None:
+    assert "platform.observability.grafana" in _error({"prometheus": "none", "grafana": True})
+
+
+def test_an_unknown_observability_key_is_a_spec_error() -> None:
+    assert "platform.observability.grafanna" in _error({"grafanna": True})
+
+
+def test_defaults_are_the_chart_off_gke_and_managed_on_it() -> None:
+    onprem = spec_of(onprem_platform())
+    assert (onprem.observability.backend(onprem.cloud), onprem.observability.grafana_on(onprem.cloud)) == (
+        "kube-prometheus-stack",
+        True,
+    )
+    gcp = spec_of(stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"])
+    assert (gcp.observability.backend(gcp.cloud), gcp.observability.grafana_on(gcp.cloud)) == ("managed", False)

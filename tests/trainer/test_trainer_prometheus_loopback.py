@@ -1,0 +1,118 @@
+"""A real Prometheus on loopback scrapes a 2-process CPU torchrun run of the trainer, with the
+platform's goodput recording rules loaded, and every query of the job dashboard returns data."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+
+from components.observability import dashboards
+from components.observability.rules import goodput_records
+
+if TYPE_CHECKING:
+    from conftest import Harness
+
+LABELS = {"namespace": "loopback", "jobset": "tiny-run"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _start_prometheus(folder: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
+    server = shutil.which("prometheus")
+    assert server, "prometheus not found: apt-get install prometheus (.ci/run does)"
+    (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "jobs", "rules": goodput_records()}]}))
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": ["rules.yaml"],
+        "scrape_configs": [
+            {"job_name": "trainer", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"], "labels": LABELS}]}
+        ],
+    }
+    (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    with open(folder / "prometheus.log", "wb") as log:
+        proc = subprocess.Popen(
+            [server, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{base}/-/ready", timeout=2)
+            return proc, base
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+    _stop(proc)
+    pytest.fail(f"prometheus did not become ready:\n{(folder / 'prometheus.log').read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _query_range(base: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
+    params = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": "1s"})
+    answer = _get(f"{base}/api/v1/query_range?{params}")
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def test_the_job_dashboard_queries_return_data_from_a_real_run(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metrics_port = _free_port()
+    monkeypatch.setitem(harness.env, "TRAINER_METRICS_PORT", str(metrics_port))
+    prometheus, base = _start_prometheus(tmp_path, metrics_port)
+    run = None
+    try:
+        start = time.time()
+        run = harness.start("loopback", nproc=2, max_steps=160, checkpoint_every=20, log_every=4,
+                            eval_every=40, peak_tflops=1)
+        code = harness.finish(run)
+        assert code == 0, run.output()[-3000:]
+        # Let the rules evaluate once more over the last scrapes.
+        time.sleep(3)
+        end = time.time()
+        empty = []
+        for expr in dashboards.queries(dashboards.JOB_VIEW):
+            concrete = expr.replace("$namespace", LABELS["namespace"]).replace("$jobset", LABELS["jobset"])
+            if not _query_range(base, concrete, start, end):
+                empty.append(concrete)
+        assert empty == [], f"no data for {empty}; trainer log:\n{run.output()[-2000:]}"
+        goodput = _query_range(base, "job:trainer_goodput:ratio1h", start, end)
+        values = [float(v) for series in goodput for _, v in series["values"]]
+        assert values and 0 < max(values) <= 1
+    finally:
+        if run is not None and run.proc.poll() is None:
+            harness.kill_tree(run)
+        _stop(prometheus)
