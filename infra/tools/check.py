@@ -18,6 +18,7 @@ import kubernetes_validate
 from components.checks.rules import base, registry
 from components.spec import PlatformSpec
 from infra import stackfile, synth
+from infra.tools import schemas
 
 SCHEMA_RULE = "kubernetes-schema"
 
@@ -77,7 +78,7 @@ def schema_problem(obj: dict[str, Any], kubernetes_version: str) -> str | None:
     Raises kubernetes_validate.SchemaNotFoundError for kinds without a bundled schema.
     """
     try:
-        kubernetes_validate.validate(obj, kubernetes_version, strict=True)
+        schemas.validate(obj, kubernetes_version, strict=True)
     except kubernetes_validate.ValidationError as exc:
         where = ".".join(str(p) for p in exc.path) or "(object)"
         return f"{where}: {exc.message}"
