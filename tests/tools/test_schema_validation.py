@@ -11,7 +11,7 @@ import pytest
 from infra import synth
 from infra.tools import schemas
 
-STACKS = ["dev-aws", "dev-gcp", "prod-aws", "prod-gcp", "onprem"]
+STACKS = ["dev-aws", "dev-aws-karpenter", "dev-gcp", "prod-aws", "prod-gcp", "onprem"]
 
 
 def _upstream(obj: dict[str, Any], version: str) -> tuple[str, str] | None:
