@@ -80,6 +80,7 @@ def changed_report(changed_repo: Path) -> str:
 def test_only_the_edited_stack_changes(changed_reviews: dict[str, diff.StackReview]) -> None:
     assert {s: r.status for s, r in changed_reviews.items()} == {
         "dev-aws": "changed",
+        "dev-aws-karpenter": "unchanged",
         "dev-gcp": "unchanged",
         "onprem": "unchanged",
         "prod-aws": "unchanged",
@@ -144,7 +145,7 @@ def test_identical_trees_give_a_no_changes_report(
     assert cli.main(["review", "--base", "HEAD", "--out", str(out_file)]) == 0
     printed = capsys.readouterr().out
     assert printed == out_file.read_text()
-    assert "**No changes**: all 5 stack(s) synthesize identically." in printed
+    assert "**No changes**: all 6 stack(s) synthesize identically." in printed
     assert printed.count(": no changes") == 5
 
 

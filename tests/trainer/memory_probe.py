@@ -1,7 +1,9 @@
 """Measures the CPU peak of one training step and prints it, as JSON, beside trainer.memory's
 estimate. Run in a fresh process with glibc's mmap threshold lowered (MALLOC_MMAP_THRESHOLD_),
 so every tensor's pages go back to the system when it is freed and the resident high-water mark
-(ru_maxrss) is the peak of live tensors. Usage: memory_probe.py PRESET MICRO SEQ_LEN [ckpt].
+(VmHWM) is the peak of live tensors. The high-water mark is reset right before the measured step
+(writing 5 to /proc/self/clear_refs, Linux's proc(5)), so what imports and start-up once touched
+cannot hide the step's own peak. Usage: memory_probe.py PRESET MICRO SEQ_LEN [ckpt].
 
 A warm-up step of one sample first creates AdamW's state (and whatever the runtime allocates
 once: thread arenas, kernel workspaces), so the measured step is a steady-state one, as every
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 
 import torch
@@ -31,7 +32,14 @@ def resident_bytes() -> int:
 
 
 def peak_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with open("/proc/self/status") as status:
+        [line] = [line for line in status if line.startswith("VmHWM:")]
+    return int(line.split()[1]) * 1024
+
+
+def reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
 def batch(micro: int, seq_len: int, vocab: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -54,6 +62,7 @@ def main() -> None:
     m = Model(core, core, build_optimizer(core, 1e-4, 0.1), parallel.FP32, torch.amp.GradScaler("cpu", enabled=False))
     train_step(m, warm_inputs, d, 1.0)
     steady = resident_bytes()
+    reset_peak()
     high_before = peak_bytes()
     train_step(m, measured_inputs, d, 1.0)
     high_after = peak_bytes()
