@@ -189,6 +189,16 @@ RULES = RULES + (
         "stack",
     ),
     RuleInfo(
+        "job-storage-reachable",
+        "Every GCS FUSE volume of every job gpu-platform job accepts mounts and serves its pod: pod, Kubernetes "
+        "service account, Workload Identity binding and Google service account lead to grants covering the CSI "
+        "driver's and the sidecar's bucket access checks (or the volume skips them), listing and reading its folder "
+        "and, read-write, creating and deleting objects there.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
         "team-rbac-namespaced",
         "Team members are bound only by RoleBindings in their own team's namespace; no ClusterRoleBinding names a "
         "team's member or group.",

@@ -30,6 +30,7 @@ CHECKS: dict[str, Rule] = {
     "kueue-manages-team-namespaces": teams.kueue_manages_team_namespaces,
     "team-identity-isolated": teams.team_identity_isolated,
     "team-rbac-namespaced": teams.team_rbac_namespaced,
+    "job-storage-reachable": teams.job_storage_reachable,
 }
 
 
