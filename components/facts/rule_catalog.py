@@ -143,6 +143,15 @@ RULES: tuple[RuleInfo, ...] = (
         "resource",
     ),
     RuleInfo(
+        "priority-class-kueue-preempts",
+        "Every PriorityClass is preemptionPolicy: Never: the jobs that use them are Kueue's, and Kueue alone "
+        "preempts (by its WorkloadPriorityClasses and the ClusterQueue policy); a kube-scheduler preemption "
+        "would evict pods of a job Kueue admitted.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
         "autoscaler-drift-ignored",
         "Node counts the autoscaler owns are in ignoreChanges (EKS scalingConfig.desiredSize, GKE nodeCount), "
         "or every update and drift check fights the autoscaler.",

@@ -24,6 +24,7 @@ CHECKS: dict[str, Rule] = {
     "prod-protected": lifecycle.prod_protected,
     "priority-class-range": scheduling.priority_class_range,
     "priority-class-autoscaler-cutoff": scheduling.priority_class_autoscaler_cutoff,
+    "priority-class-kueue-preempts": scheduling.priority_class_no_scheduler_preemption,
     "autoscaler-drift-ignored": lifecycle.autoscaler_drift_ignored,
     "kubernetes-standard-support": lifecycle.kubernetes_standard_support,
     "job-fits-pool": pools.job_fits_pool,
