@@ -152,6 +152,14 @@ RULES: tuple[RuleInfo, ...] = (
         "resource",
     ),
     RuleInfo(
+        "eks-role-policies-first",
+        "Every EKS cluster, node group and add-on depends on the policies of the role it uses: created after them, "
+        "deleted before them, so EKS can still clean up its ENIs and instances.",
+        "medium",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
         "autoscaler-drift-ignored",
         "Node counts the autoscaler owns are in ignoreChanges (EKS scalingConfig.desiredSize, GKE nodeCount), "
         "or every update and drift check fights the autoscaler.",

@@ -26,6 +26,7 @@ CHECKS: dict[str, Rule] = {
     "priority-class-autoscaler-cutoff": scheduling.priority_class_autoscaler_cutoff,
     "priority-class-kueue-preempts": scheduling.priority_class_no_scheduler_preemption,
     "autoscaler-drift-ignored": lifecycle.autoscaler_drift_ignored,
+    "eks-role-policies-first": lifecycle.eks_role_policies_first,
     "kubernetes-standard-support": lifecycle.kubernetes_standard_support,
     "job-fits-pool": pools.job_fits_pool,
     "kueue-manages-team-namespaces": teams.kueue_manages_team_namespaces,
