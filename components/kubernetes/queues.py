@@ -142,9 +142,21 @@ def flavor_spec(pool: Pool) -> dict[str, Any]:
     return {"nodeLabels": pool.selector, "tolerations": tolerations}
 
 
+# How often Kueue asks again after a ProvisioningRequest fails, before it deactivates the workload
+# (`spec.active: false`; docs/gcp.md says how a team restores it). Kueue v1beta2
+# ProvisioningRequestConfig `retryStrategy` (CRD defaults 3 tries, 60 s base, 1800 s cap; the
+# wait doubles from the base up to the cap): six tries ride out about an hour without capacity.
+PROVISIONING_RETRY: dict[str, int] = {"backoffLimitCount": 6, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+
+
 def provisioning_request_config_spec() -> dict[str, Any]:
-    """What Kueue asks GKE for: nodes for the job's GPU pods, in one queued request."""
-    return {"provisioningClassName": QUEUED_PROVISIONING_CLASS, "managedResources": [GPU_RESOURCE]}
+    """What Kueue asks GKE for: nodes for the job's GPU pods, in one queued request, retried as
+    PROVISIONING_RETRY says."""
+    return {
+        "provisioningClassName": QUEUED_PROVISIONING_CLASS,
+        "managedResources": [GPU_RESOURCE],
+        "retryStrategy": dict(PROVISIONING_RETRY),
+    }
 
 
 def admission_check_spec() -> dict[str, Any]:
