@@ -11,7 +11,8 @@ resources.json (bucket and project IAM members for the bucket root, managed fold
 for the objects under their folder).
 
 Every access is then asked for where it happens: the driver's and the sidecar's bucket-root list
-unless the volume switches them off (components.jobs.volumes), gcsfuse's list and read of its
+unless the volume switches them off (components.jobs.volumes), gcsfuse's bucket-root storage
+layout lookup unless `enable-hns=false` is among the mount options, gcsfuse's list and read of its
 `only-dir` folder, and writes (create, delete for replaced checkpoints) on a volume not mounted
 read-only. Only GCS FUSE volumes are proved here; claims (EFS, existing clusters) are the
 tenancy rules'.
@@ -64,6 +65,8 @@ def volume_accesses(volume: Any, read_only: bool) -> tuple[str, str, list[Access
         accesses.append(Access(gcs_iam.OBJECTS_LIST, "", "the CSI driver's bucket access check"))
     if volumes.NO_SIDECAR_BUCKET_ACCESS_CHECK not in options:
         accesses.append(Access(gcs_iam.OBJECTS_LIST, "", "the sidecar's bucket access check"))
+    if volumes.NO_HNS_LAYOUT_LOOKUP not in options:
+        accesses.append(Access(gcs_iam.OBJECTS_LIST, "", "gcsfuse's storage layout lookup (enable-hns)"))
     accesses += [Access(gcs_iam.OBJECTS_LIST, prefix, "gcsfuse listing"), Access(gcs_iam.OBJECTS_GET, prefix, "reading")]
     if not read_only and not get(volume, "csi", "readOnly"):
         accesses += [

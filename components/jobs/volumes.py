@@ -31,10 +31,19 @@ GCS_FUSE_SIDECAR = Requests(250, 256)
 # driver enables its check (GKE >= 1.34.1-gke.3899001) unless the mount option
 # `enable-sidecar-bucket-access-check=false` is given (pkg/csi_driver/node_test.go: the user's
 # option wins over the driver's default either way). A team's identity holds grants only on its
-# managed folders, so both checks would deny the mount; gcsfuse itself lists only inside
-# `only-dir`. components.checks.storage_access proves every access that remains.
+# managed folders, so both checks would deny the mount. components.checks.storage_access proves
+# every access that remains.
 SKIP_BUCKET_ACCESS_CHECK_ATTRIBUTE = "skipCSIBucketAccessCheck"
 NO_SIDECAR_BUCKET_ACCESS_CHECK = "enable-sidecar-bucket-access-check=false"
+# gcsfuse itself (v3.11.2, the binary gcs-fuse-csi-driver v1.24.4 bundles: cmd/sidecar_mounter/
+# gcsfuse_binary) asks the bucket's storage layout at mount with prefix "" whenever `enable-hns`
+# is on, its default (GoogleCloudPlatform/gcsfuse v3.11.2 cfg/params.yaml `enable-hns`,
+# internal/storage/storage_handle.go NewStorageHandle, lookupBucketType, getStorageLayout), and
+# GetStorageLayout needs `storage.objects.list` on the bucket root. The stack's bucket has no
+# hierarchical namespace, so switching the lookup off loses nothing; the sidecar passes the option
+# on as `--enable-hns=false` (gcs-fuse-csi-driver v1.24.4 pkg/sidecar_mounter/
+# sidecar_mounter_config.go: not among DisallowedFlags; sidecar_mounter.go builds `--k=v`).
+NO_HNS_LAYOUT_LOOKUP = "enable-hns=false"
 
 
 def gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: bool) -> dict[str, Any]:
@@ -45,7 +54,7 @@ def gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: boo
     options += ["implicit-dirs", f"uid={TRAINER_UID}", f"gid={TRAINER_UID}"]
     attributes = {"bucketName": naming.bucket_name(spec)}
     if folder:
-        options.append(NO_SIDECAR_BUCKET_ACCESS_CHECK)
+        options += [NO_SIDECAR_BUCKET_ACCESS_CHECK, NO_HNS_LAYOUT_LOOKUP]
         attributes[SKIP_BUCKET_ACCESS_CHECK_ATTRIBUTE] = "true"
     attributes["mountOptions"] = ",".join(options)
     csi: dict[str, Any] = {"driver": GCS_FUSE_DRIVER, "volumeAttributes": attributes}

@@ -1,6 +1,6 @@
 """`job-storage-reachable`: the shipped GKE stacks' jobs reach their storage, and each planted hole
 (a missing folder grant, a missing Workload Identity binding, a volume left to the bucket access
-checks) fails it with the pool, the team and the missing grant."""
+checks or to gcsfuse's storage layout lookup) fails it with the pool, the team and the missing grant."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def test_team_volumes_switch_off_the_bucket_root_checks(synthesized: Synthesized
         attributes = volume["csi"]["volumeAttributes"]
         assert attributes["skipCSIBucketAccessCheck"] == "true"
         assert "enable-sidecar-bucket-access-check=false" in attributes["mountOptions"].split(",")
+        assert "enable-hns=false" in attributes["mountOptions"].split(",")
 
 
 def test_a_missing_folder_grant_names_pool_team_and_grant(synthesized: Synthesized) -> None:
@@ -111,3 +112,19 @@ def test_volumes_left_to_the_bucket_access_checks_fail(synthesized: Synthesized,
         "storage.objects.list on bucket ml-dev-dev-training (the CSI driver's bucket access check)",
         "storage.objects.list on bucket ml-dev-dev-training (the sidecar's bucket access check)",
     }
+
+
+def test_a_volume_left_to_the_storage_layout_lookup_fails(synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch) -> None:
+    # gcsfuse v3.11.2 calls GetStorageLayout with prefix "" at mount unless enable-hns=false
+    # (GoogleCloudPlatform/gcsfuse v3.11.2 internal/storage/storage_handle.go lookupBucketType).
+    render_volume = volumes.gcs_volume
+
+    def with_lookup(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        volume = render_volume(*args, **kwargs)
+        attributes = volume["csi"]["volumeAttributes"]
+        attributes["mountOptions"] = attributes["mountOptions"].replace(",enable-hns=false", "")
+        return volume
+
+    monkeypatch.setattr(volumes, "gcs_volume", with_lookup)
+    found = {v.message.split(" lacks ")[1] for v in violations(resources_of(synthesized("dev-gcp")), "dev-gcp")}
+    assert found == {"storage.objects.list on bucket ml-dev-dev-training (gcsfuse's storage layout lookup (enable-hns))"}
