@@ -128,15 +128,22 @@ class Cluster:
 
     def gfd_product(self, labels: Mapping[str, str], product: str) -> str:
         """The product label GPU feature discovery leaves on a node whose product is `product`:
-        with time-slicing replicas > 1 and no rename, `-SHARED` appended (k8s-device-plugin
-        v0.20.0 internal/lm/resource.go productLabel, isShared, isRenamed)."""
+        `-SHARED` appended when the node's sharing config replicates `nvidia.com/gpu` more than
+        once and does not rename it (k8s-device-plugin v0.20.0 internal/lm/resource.go
+        getProductName, isShared, isRenamed)."""
         plugin = self.releases.get("nvidia-device-plugin")
         base = product.removesuffix(SHARED_SUFFIX)
         if plugin is None or get(plugin.values, "gfd", "enabled") is not True:
             return product
-        sharing = get(self._plugin_config(plugin, labels), "sharing", "timeSlicing")
-        for resource in items(get(sharing, "resources")):
-            renamed = bool(get(resource, "rename")) or get(sharing, "renameByDefault") is True
+        sharing = mapping(get(self._plugin_config(plugin, labels), "sharing"))
+        # MPS wins over time-slicing whenever it is configured (api/config/v1/sharing.go
+        # ReplicatedResources).
+        replicated = sharing.get("mps") if sharing.get("mps") is not None else sharing.get("timeSlicing")
+        # GFD drops every per-resource `rename` and keeps only the default one renameByDefault
+        # sets (cmd/gpu-feature-discovery/main.go -> api/config/v1/config.go
+        # DisableResourceNamingInConfig, replicas.go disableResoureRenaming).
+        renamed = get(replicated, "renameByDefault") is True
+        for resource in items(get(replicated, "resources")):
             if get(resource, "name") == GPU_RESOURCE and (int_or_none(get(resource, "replicas")) or 1) > 1 and not renamed:
                 return base + SHARED_SUFFIX
         return base
