@@ -83,7 +83,12 @@ class EksCluster(pulumi.ComponentResource):
         )
         aws.kms.Alias(f"{name}-secrets", name=f"alias/{spec.cluster.name}-eks-secrets", target_key_id=key.key_id, opts=child)
 
-        cluster_role = self._service_role(f"{name}-cluster", "eks.amazonaws.com", aws_facts.CLUSTER_ROLE_POLICIES, account)
+        # EKS needs its roles' policies while it creates and deletes what it owns (ENIs, instances):
+        # everything that uses a role depends on its attachments, so they exist first and go last
+        # (terraform-provider-aws docs, eks_cluster and eks_node_group: depends_on the attachments).
+        cluster_role, cluster_policies = self._service_role(
+            f"{name}-cluster", "eks.amazonaws.com", aws_facts.CLUSTER_ROLE_POLICIES, account
+        )
         encryption = aws.iam.RolePolicy(
             f"{name}-cluster-secrets-key",
             role=cluster_role.id,
@@ -119,7 +124,7 @@ class EksCluster(pulumi.ComponentResource):
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=settings.support_type),
             # EKS refuses DeleteCluster while this is on: docs/aws.md, "Tear down".
             deletion_protection=spec.cluster.deletion_protected(spec.environment),
-            opts=pulumi.ResourceOptions(parent=self, protect=prod, depends_on=[logs, encryption]),
+            opts=pulumi.ResourceOptions(parent=self, protect=prod, depends_on=[logs, encryption, *cluster_policies]),
         )
         self.name = self.cluster.name
         self.security_group_id = self.cluster.vpc_config.apply(lambda c: c.cluster_security_group_id or "")
@@ -136,8 +141,10 @@ class EksCluster(pulumi.ComponentResource):
         for access in tenancy.eks_access(spec):
             self._access(name, access, account)
 
-        node_role = self._service_role(f"{name}-node", "ec2.amazonaws.com", aws_facts.NODE_ROLE_POLICIES, account)
+        node_role, node_policies = self._service_role(f"{name}-node", "ec2.amazonaws.com", aws_facts.NODE_ROLE_POLICIES, account)
         self.node_role_arn = node_role.arn
+        # What a node group must wait for besides its add-ons: its role's policies.
+        self.node_role_policies: list[pulumi.Resource] = list(node_policies)
         addon_versions = aws_facts.ADDON_VERSIONS[spec.cluster.kubernetes_version]
         # Networking first: nodes only become Ready once the CNI and kube-proxy run.
         networking = [self._addon(name, addon, addon_versions[addon], account) for addon in ("vpc-cni", "kube-proxy")]
@@ -161,7 +168,7 @@ class EksCluster(pulumi.ComponentResource):
             labels={plan.SYSTEM_ROLE_LABEL: plan.SYSTEM_ROLE},
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=networking, ignore_changes=["scalingConfig.desiredSize"]
+                parent=self, depends_on=[*networking, *node_policies], ignore_changes=["scalingConfig.desiredSize"]
             ),
         )
         # DNS and volumes need nodes to schedule on.
@@ -192,20 +199,26 @@ class EksCluster(pulumi.ComponentResource):
             }
         )
 
-    def _service_role(self, name: str, service: str, policies: tuple[str, ...], account: Account) -> aws.iam.Role:
+    def _service_role(
+        self, name: str, service: str, policies: tuple[str, ...], account: Account
+    ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+        """A role `service` assumes, and the attachments of its managed policies."""
         role = aws.iam.Role(
             name,
             assume_role_policy=json.dumps(iam.service_trust_policy(service)),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for policy in policies:
+        attachments = [
             aws.iam.RolePolicyAttachment(
                 f"{name}-{policy.rsplit('/', 1)[-1]}",
                 role=role.name,
                 policy_arn=iam.managed_policy_arn(account.partition, policy),
-                opts=pulumi.ResourceOptions(parent=self),
+                # Stated, so the synthesis records which role it belongs to (eks-role-policies-first).
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
             )
-        return role
+            for policy in policies
+        ]
+        return role, attachments
 
     def irsa_role(self, name: str, subjects: list[str], opts: pulumi.ResourceOptions | None = None) -> aws.iam.Role:
         """A role that exactly `subjects` (system:serviceaccount:<ns>:<sa>) assume through this
@@ -224,15 +237,17 @@ class EksCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> aws.eks.Addon:
         role_arn: pulumi.Output[str] | None = None
+        policies: list[pulumi.Resource] = []
         if addon in aws_facts.ADDON_SERVICE_ACCOUNTS:
             subject = f"system:serviceaccount:kube-system:{aws_facts.ADDON_SERVICE_ACCOUNTS[addon]}"
             role = self.irsa_role(f"{name}-{addon}", [subject])
-            aws.iam.RolePolicyAttachment(
+            attachment = aws.iam.RolePolicyAttachment(
                 f"{name}-{addon}",
                 role=role.name,
                 policy_arn=iam.managed_policy_arn(account.partition, aws_facts.ADDON_ROLE_POLICIES[addon]),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
             )
+            policies.append(attachment)
             role_arn = role.arn
         return aws.eks.Addon(
             f"{name}-{addon}",
@@ -242,7 +257,7 @@ class EksCluster(pulumi.ComponentResource):
             service_account_role_arn=role_arn,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self), opts),
+            opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self, depends_on=policies), opts),
         )
 
     def _access(self, name: str, access: tenancy.EksAccess, account: Account) -> None:

@@ -25,9 +25,6 @@ from components.spec import Environment, NodePoolSpec, PlatformSpec, Problem
 SYSTEM_ROLE_LABEL = "gpu-platform.io/role"
 SYSTEM_ROLE = "system"
 
-# Where the trainer keeps checkpoints in the bucket; old versions of these expire.
-CHECKPOINT_PREFIX = "checkpoints/"
-
 # Cluster-autoscaler: where it runs and the service account its IAM role trusts.
 AUTOSCALER_NAMESPACE = charts.CLUSTER_AUTOSCALER.namespace
 AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"

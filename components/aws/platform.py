@@ -90,7 +90,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 node_role_arn=cluster.node_role_arn,
                 subnet_ids=[network.private_subnets[zone] for zone in zones],
                 security_group_id=cluster.security_group_id,
-                after=cluster.addons,
+                after=[*cluster.addons, *cluster.node_role_policies],
                 opts=child,
             )
         self.node_groups = {pool: group.node_group for pool, group in groups.items()}

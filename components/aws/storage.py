@@ -123,7 +123,9 @@ class TrainingStorage(pulumi.ComponentResource):
                 aws.s3.BucketLifecycleConfigurationRuleArgs(
                     id="expire-old-checkpoint-versions",
                     status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=plan.CHECKPOINT_PREFIX),
+                    # The whole bucket: trainers write under teams/<team>/ (or anywhere, without
+                    # teams) and admins under datasets/; every overwritten version expires, as on GKE.
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(),
                     noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
                         noncurrent_days=NONCURRENT_CHECKPOINT_DAYS
                     ),

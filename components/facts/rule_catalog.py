@@ -143,6 +143,23 @@ RULES: tuple[RuleInfo, ...] = (
         "resource",
     ),
     RuleInfo(
+        "priority-class-kueue-preempts",
+        "Every PriorityClass is preemptionPolicy: Never: the jobs that use them are Kueue's, and Kueue alone "
+        "preempts (by its WorkloadPriorityClasses and the ClusterQueue policy); a kube-scheduler preemption "
+        "would evict pods of a job Kueue admitted.",
+        "high",
+        "mandatory",
+        "resource",
+    ),
+    RuleInfo(
+        "eks-role-policies-first",
+        "Every EKS cluster, node group and add-on depends on the policies of the role it uses: created after them, "
+        "deleted before them, so EKS can still clean up its ENIs and instances.",
+        "medium",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
         "autoscaler-drift-ignored",
         "Node counts the autoscaler owns are in ignoreChanges (EKS scalingConfig.desiredSize, GKE nodeCount), "
         "or every update and drift check fights the autoscaler.",
@@ -184,6 +201,16 @@ RULES = RULES + (
         "Each team's trainer identity reaches only its own data: no IAM statement or bucket grant reaches another "
         "team's prefix or the whole bucket, no role or Google service account is usable from several team "
         "namespaces, and a team's volume is bound only in its own namespace.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
+        "job-storage-reachable",
+        "Every GCS FUSE volume of every job gpu-platform job accepts mounts and serves its pod: pod, Kubernetes "
+        "service account, Workload Identity binding and Google service account lead to grants covering the CSI "
+        "driver's and the sidecar's bucket access checks (or the volume skips them), listing and reading its folder "
+        "and, read-write, creating and deleting objects there.",
         "critical",
         "mandatory",
         "stack",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import yaml
 
 from components import naming
+from components.facts import gcs_iam
 from components.pools import Pool
 from components.spec import GcpSpec, NodeAutoProvisioningSpec, NodePoolSpec, PlatformSpec
 
@@ -32,8 +33,8 @@ RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 # location_policy ANY; GKE "About flex-start provisioning mode").
 NO_RESERVATION = "NO_RESERVATION"
 # Annotation on a Kubernetes service account naming the Google service account it acts as
-# (GKE Workload Identity).
-WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+# (GKE Workload Identity); the storage proof reads it from the same table.
+WORKLOAD_IDENTITY_ANNOTATION = gcs_iam.GSA_ANNOTATION
 # The exec credential plugin kubectl and the Kubernetes provider use for GKE since 1.26.
 AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 

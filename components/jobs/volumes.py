@@ -24,6 +24,26 @@ GCS_FUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCS_FUSE_CPU_REQUEST_ANNOTATION = "gke-gcsfuse/cpu-request"
 GCS_FUSE_MEMORY_REQUEST_ANNOTATION = "gke-gcsfuse/memory-request"
 GCS_FUSE_SIDECAR = Requests(250, 256)
+# Before mounting, the node driver lists the bucket root (`storage.objects.list`, prefix "") as
+# the pod's identity unless the volume attribute `skipCSIBucketAccessCheck` is "true"
+# (GoogleCloudPlatform/gcs-fuse-csi-driver v1.24.4 pkg/csi_driver/node.go NodePublishVolume,
+# pkg/cloud_provider/storage/storage.go CheckBucketExists); the sidecar repeats it where the
+# driver enables its check (GKE >= 1.34.1-gke.3899001) unless the mount option
+# `enable-sidecar-bucket-access-check=false` is given (pkg/csi_driver/node_test.go: the user's
+# option wins over the driver's default either way). A team's identity holds grants only on its
+# managed folders, so both checks would deny the mount. components.checks.storage_access proves
+# every access that remains.
+SKIP_BUCKET_ACCESS_CHECK_ATTRIBUTE = "skipCSIBucketAccessCheck"
+NO_SIDECAR_BUCKET_ACCESS_CHECK = "enable-sidecar-bucket-access-check=false"
+# gcsfuse itself (v3.11.2, the binary gcs-fuse-csi-driver v1.24.4 bundles: cmd/sidecar_mounter/
+# gcsfuse_binary) asks the bucket's storage layout at mount with prefix "" whenever `enable-hns`
+# is on, its default (GoogleCloudPlatform/gcsfuse v3.11.2 cfg/params.yaml `enable-hns`,
+# internal/storage/storage_handle.go NewStorageHandle, lookupBucketType, getStorageLayout), and
+# GetStorageLayout needs `storage.objects.list` on the bucket root. The stack's bucket has no
+# hierarchical namespace, so switching the lookup off loses nothing; the sidecar passes the option
+# on as `--enable-hns=false` (gcs-fuse-csi-driver v1.24.4 pkg/sidecar_mounter/
+# sidecar_mounter_config.go: not among DisallowedFlags; sidecar_mounter.go builds `--k=v`).
+NO_HNS_LAYOUT_LOOKUP = "enable-hns=false"
 
 
 def gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: bool) -> dict[str, Any]:
@@ -32,10 +52,12 @@ def gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: boo
     # (GCS FUSE CSI driver docs, mount options): a team's identity may use only its own.
     options = [f"only-dir={folder}"] if folder else []
     options += ["implicit-dirs", f"uid={TRAINER_UID}", f"gid={TRAINER_UID}"]
-    csi: dict[str, Any] = {
-        "driver": GCS_FUSE_DRIVER,
-        "volumeAttributes": {"bucketName": naming.bucket_name(spec), "mountOptions": ",".join(options)},
-    }
+    attributes = {"bucketName": naming.bucket_name(spec)}
+    if folder:
+        options += [NO_SIDECAR_BUCKET_ACCESS_CHECK, NO_HNS_LAYOUT_LOOKUP]
+        attributes[SKIP_BUCKET_ACCESS_CHECK_ATTRIBUTE] = "true"
+    attributes["mountOptions"] = ",".join(options)
+    csi: dict[str, Any] = {"driver": GCS_FUSE_DRIVER, "volumeAttributes": attributes}
     if read_only:
         csi["readOnly"] = True
     return {"name": name, "csi": csi}

@@ -142,9 +142,27 @@ def flavor_spec(pool: Pool) -> dict[str, Any]:
     return {"nodeLabels": pool.selector, "tolerations": tolerations}
 
 
+# How often Kueue asks again after a ProvisioningRequest fails or its booking expires, before it
+# deactivates the workload (`spec.active: false`; docs/gcp.md says how a team restores it). Kueue
+# v1beta2 ProvisioningRequestConfig `retryStrategy` (CRD defaults 3, 60 s base, 1800 s cap; the
+# wait doubles from the base up to the cap). Kueue v0.19.2 numbers requests from 1 and retries
+# while the attempt is <= backoffLimitCount (pkg/controller/admissionchecks/provisioning/
+# controller.go), so 6 means up to 7 ProvisioningRequests, about an hour of waits between them
+# (60 + 120 + 240 + 480 + 960 + 1800 s). A queued request that finds no capacity does not fail: it
+# stays queued until GKE has the nodes (GKE docs, "Run a large-scale workload with flex-start with
+# queued provisioning": cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), so
+# the retries cover requests GKE fails, not waiting.
+PROVISIONING_RETRY: dict[str, int] = {"backoffLimitCount": 6, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+
+
 def provisioning_request_config_spec() -> dict[str, Any]:
-    """What Kueue asks GKE for: nodes for the job's GPU pods, in one queued request."""
-    return {"provisioningClassName": QUEUED_PROVISIONING_CLASS, "managedResources": [GPU_RESOURCE]}
+    """What Kueue asks GKE for: nodes for the job's GPU pods, in one queued request, retried as
+    PROVISIONING_RETRY says."""
+    return {
+        "provisioningClassName": QUEUED_PROVISIONING_CLASS,
+        "managedResources": [GPU_RESOURCE],
+        "retryStrategy": dict(PROVISIONING_RETRY),
+    }
 
 
 def admission_check_spec() -> dict[str, Any]:

@@ -1,8 +1,12 @@
 """Priority tiers: the platform's default PriorityClasses, as data.
 
-Each tier becomes a PriorityClass (what the kube-scheduler uses to order and preempt pods) and a
-Kueue WorkloadPriorityClass of the same name and value (what Kueue uses to order and preempt
-queued jobs), so one name picks the same rank in both.
+Each tier becomes a PriorityClass (what the kube-scheduler uses to order pods) and a Kueue
+WorkloadPriorityClass of the same name and value (what Kueue uses to order and preempt jobs), so
+one name picks the same rank in both. Preemption is Kueue's alone: every PriorityClass is
+`preemptionPolicy: Never`. Kueue ignores `PriorityClass.preemptionPolicy` for its own preemption
+(kueue v0.19.2 pkg/scheduler/preemption/common/preemption_policy.go SatisfiesPreemptionPolicy:
+the workloads' priorities and the ClusterQueue's `preemption` policy only), while the kube-scheduler would let the pending pods of a job Kueue admitted
+before its nodes exist evict running pods of another admitted job, undoing Kueue's decision.
 
 The values leave room between tiers for teams to add their own, and stay far below the
 system classes (2,000,000,000 and up). `opportunistic` sits below the cluster autoscaler's
@@ -21,13 +25,13 @@ DEFAULT_TIERS: tuple[PriorityTierSpec, ...] = (
     PriorityTierSpec(
         name="production",
         value=100_000,
-        preemption_policy="PreemptLowerPriority",
-        description="Deadline-bound training runs: preempts every lower tier.",
+        preemption_policy="Never",
+        description="Deadline-bound training runs: Kueue preempts every lower tier for them.",
     ),
     PriorityTierSpec(
         name="standard",
         value=10_000,
-        preemption_policy="PreemptLowerPriority",
+        preemption_policy="Never",
         # Pods that name no class get this one, so forgetting the label is never a surprise
         # demotion below best-effort work.
         global_default=True,
@@ -37,7 +41,7 @@ DEFAULT_TIERS: tuple[PriorityTierSpec, ...] = (
         name="best-effort",
         value=1_000,
         preemption_policy="Never",
-        description="Experiments that wait for free GPUs and never preempt anyone.",
+        description="Experiments that can wait for free GPUs; they preempt only opportunistic work.",
     ),
     PriorityTierSpec(
         name="opportunistic",

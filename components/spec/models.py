@@ -145,7 +145,8 @@ class PriorityTierSpec(_Spec):
 
     name: str
     value: int
-    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    # Kueue preempts; the kube-scheduler must not (components.kubernetes.tiers).
+    preemption_policy: PreemptionPolicy = "Never"
     global_default: bool = False
     description: str = ""
 

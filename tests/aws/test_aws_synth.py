@@ -514,12 +514,23 @@ def test_the_bucket_refuses_requests_without_tls(dev: Synthesis) -> None:
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-def test_old_checkpoint_versions_expire(dev: Synthesis) -> None:
-    (lifecycle,) = dev.by_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+@pytest.mark.parametrize("stack", ["dev-aws", "prod-aws"])
+def test_old_versions_of_everything_a_trainer_writes_expire(synthesized: Synth, stack: str) -> None:
+    """S3 applies a rule to keys starting with its filter's prefix (S3 lifecycle docs)."""
+    result = synthesized(stack)
+    (lifecycle,) = result.by_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
     rules = {r["id"]: r for r in lifecycle["inputs"]["rules"]}
     checkpoints = rules["expire-old-checkpoint-versions"]
-    assert checkpoints["filter"]["prefix"] == plan.CHECKPOINT_PREFIX
     assert checkpoints["noncurrentVersionExpiration"]["noncurrentDays"] > 0
+    prefix = (checkpoints.get("filter") or {}).get("prefix") or ""
+    written = [
+        resource.split(":::", 1)[1].split("/", 1)[1].rstrip("*")
+        for policy in result.by_type("aws:iam/rolePolicy:RolePolicy")
+        for statement in json.loads(policy["inputs"]["policy"])["Statement"]
+        if "s3:PutObject" in statement["Action"]
+        for resource in statement["Resource"]
+    ]
+    assert written and all(key.startswith(prefix) for key in written)
 
 
 # --- outputs -----------------------------------------------------------------------------

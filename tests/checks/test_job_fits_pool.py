@@ -20,6 +20,7 @@ from components.aws import plan
 from components.checks.fit import proof
 from components.checks.rules import base, registry
 from components.pools import derive_pools
+from components.spec import parse_spec
 from infra import cli, stackfile
 from infra.synth import Synthesis
 
@@ -73,7 +74,7 @@ def test_a_renamed_template_label_is_a_misfit(records: Callable[[str], Records])
     find(declared, "tag:Tag", "ml-prod-l4-eval:k8s.io/cluster-autoscaler/node-template/label/gpu-platform.io/pool")["inputs"]["tag"]["value"] = "l4"
     assert misfits("prod-aws", declared) == [
         f"pool l4-eval, job {nodes} node(s) x 1 GPU(s): the autoscaler's template of node group ml-prod-l4-eval "
-        "lacks the label gpu-platform.io/pool=l4-eval the pods select"
+        "lacks the label gpu-platform.io/pool=l4-eval the pods select (it carries gpu-platform.io/pool=l4)"
         for nodes in (3, 1)
     ]
 
@@ -165,7 +166,7 @@ def test_quota_the_nodes_cannot_hold_strands_admitted_jobs(records: Callable[[st
     plugin["config"]["map"]["time-slicing-2"] = plugin["config"]["map"]["time-slicing-2"].replace("replicas: 2", "replicas: 1")
     assert misfits("onprem", declared) == [
         "pool l40s-shared, job 1 node(s) x 1 GPU(s): Kueue may admit 16 nvidia.com/gpu on flavor l40s-shared "
-        "(the nominal quotas of its cohort), a node of pool l40s-shared (declared: nvidia.com/gpu.product=NVIDIA-L40S) "
+        "(the nominal quotas of its cohort), a node of pool l40s-shared (declared: gpu-platform.io/pool=l40s-shared) "
         "offers 4 and the pool scales to 2 nodes: 8 in all"
     ]
 
@@ -283,3 +284,20 @@ def test_a_check_of_another_class_does_not_bring_queued_nodes(records: Callable[
     config = next(r for r in declared if r["type"].endswith("ProvisioningRequestConfig"))
     config["inputs"]["spec"]["provisioningClassName"] = "check-capacity.autoscaling.x-k8s.io"
     assert any("without an admission check of class queued-provisioning.gke.io" in m for m in misfits("prod-gcp", declared))
+
+
+def test_a_shared_pool_selected_by_gfd_s_product_label_never_gets_pods(records: Callable[[str], Records]) -> None:
+    """GPU feature discovery renames the product on time-sliced nodes (k8s-device-plugin v0.20.0
+    internal/lm/resource.go): a pool selected by `nvidia.com/gpu.product=NVIDIA-L40S` matches none."""
+    platform = platform_of("onprem")
+    pool = next(p for p in platform["nodePools"] if p["name"] == "l40s-shared")
+    pool["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+    ctx = base.context_of(parse_spec(platform, "stacks/Pulumi.onprem.yaml"))
+    declared = records("onprem")
+    find(declared, ":ResourceFlavor", "lab-gpu-l40s-shared")["inputs"]["spec"]["nodeLabels"] = pool["nodeSelector"]
+    found = [v.message for v in registry.CHECKS["job-fits-pool"](base.from_synthesis(declared), ctx)]
+    assert found == [
+        "pool l40s-shared, job 1 node(s) x 1 GPU(s): a node of pool l40s-shared (declared: "
+        "nvidia.com/gpu.product=NVIDIA-L40S) lacks the label nvidia.com/gpu.product=NVIDIA-L40S the pods select "
+        "(it carries nvidia.com/gpu.product=NVIDIA-L40S-SHARED)"
+    ]

@@ -432,7 +432,7 @@ def test_pods_of_other_service_accounts_are_not_trainers() -> None:
     assert security.trainer_non_root([job], DEV) == []
 
 
-def priority_class(value: int, name: str = "training", preemption: str = "PreemptLowerPriority") -> Resource:
+def priority_class(value: int, name: str = "training", preemption: str = "Never") -> Resource:
     props = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
@@ -458,7 +458,21 @@ def test_a_system_prefixed_priority_class_fails() -> None:
 
 
 def test_a_preempting_priority_below_the_autoscaler_cutoff_is_flagged() -> None:
-    assert ids(scheduling.priority_class_autoscaler_cutoff([priority_class(-11)], DEV)) == ["priority-class-autoscaler-cutoff"]
+    preempting = priority_class(-11, preemption="PreemptLowerPriority")
+    assert ids(scheduling.priority_class_autoscaler_cutoff([preempting], DEV)) == ["priority-class-autoscaler-cutoff"]
+
+
+@pytest.mark.parametrize("preemption", ["PreemptLowerPriority", None])
+def test_a_priority_class_the_kube_scheduler_may_preempt_with_fails(preemption: str | None) -> None:
+    """Unset is the API's default, PreemptLowerPriority."""
+    resource = priority_class(100_000, "production", preemption="PreemptLowerPriority")
+    props = {k: v for k, v in resource.props.items() if preemption is not None or k != "preemptionPolicy"}
+    found = scheduling.priority_class_no_scheduler_preemption([res(declared.PRIORITY_CLASS, props, name="production")], DEV)
+    assert ids(found) == ["priority-class-kueue-preempts"]
+
+
+def test_a_priority_class_that_never_preempts_passes() -> None:
+    assert scheduling.priority_class_no_scheduler_preemption([priority_class(100_000)], DEV) == []
 
 
 def test_a_never_preempting_priority_below_the_cutoff_passes() -> None:
@@ -507,8 +521,11 @@ def test_a_compliant_stack_has_no_findings() -> None:
 
 
 def test_findings_carry_the_rule_enforcement() -> None:
-    findings = registry.evaluate([priority_class(-100)], DEV)
-    assert [(f.rule, f.level, f.blocking) for f in findings] == [("priority-class-autoscaler-cutoff", "advisory", False)]
+    findings = registry.evaluate([priority_class(-100, preemption="PreemptLowerPriority")], DEV)
+    assert [(f.rule, f.level, f.blocking) for f in findings] == [
+        ("priority-class-autoscaler-cutoff", "advisory", False),
+        ("priority-class-kueue-preempts", "mandatory", True),
+    ]
 
 
 def test_an_override_turns_a_mandatory_violation_into_a_reasoned_line() -> None:

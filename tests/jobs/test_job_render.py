@@ -114,7 +114,7 @@ def test_pods_carry_the_tier_as_priority_class() -> None:
 
 def test_pods_land_on_the_pool_and_tolerate_its_taint() -> None:
     pod = pod_of(render())
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert pod["nodeSelector"] == {"gpu-platform.io/pool": "a100-train"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 

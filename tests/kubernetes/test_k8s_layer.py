@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -157,8 +158,8 @@ def test_the_dcgm_exporter_runs_on_gpu_nodes_only(onprem: Synthesis) -> None:
     values = release(onprem, charts.DCGM_EXPORTER)["values"]
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [
-        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [product]}]}
-        for product in ("NVIDIA-A100-SXM4-80GB", "NVIDIA-L40S")
+        {"matchExpressions": [{"key": "gpu-platform.io/pool", "operator": "In", "values": [pool]}]}
+        for pool in ("a100-train", "l40s-shared")
     ]
     assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -300,3 +301,9 @@ def test_the_stack_exports_queues_tiers_and_pool_labels(onprem: Synthesis) -> No
 
 def test_the_same_spec_synthesizes_byte_identical_resources(onprem: Synthesis) -> None:
     assert synthesize(onprem_platform()).resources == onprem.resources
+
+
+def test_onprem_selects_no_pool_by_a_label_a_node_agent_rewrites(onprem: Synthesis) -> None:
+    """GPU feature discovery rewrites nvidia.com/gpu.product on shared nodes: flavors, jobs and the
+    exporter's affinity select our own pool label."""
+    assert "nvidia.com/gpu.product" not in json.dumps(onprem.resources)

@@ -3,11 +3,12 @@ flavors of queued pools, so a job waits in its queue until GKE grants all its no
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
 import pytest
-from helpers import platform_of
+from helpers import REPO, platform_of
 from k8s_support import crd_schema, synthesize
 
 from components.kubernetes.queues import GKE_QUEUED_TAINT_KEY, QUEUED_PROVISIONING
@@ -80,7 +81,19 @@ def test_the_admission_check_names_its_provisioning_request_config(queued: Synth
 
 def test_the_config_asks_gke_for_queued_provisioning_of_the_gpu_pods(queued: Synthesis) -> None:
     [config] = kueue(queued, "ProvisioningRequestConfig")
-    assert config["spec"] == {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": ["nvidia.com/gpu"]}
+    assert {k: config["spec"][k] for k in ("provisioningClassName", "managedResources")} == {
+        "provisioningClassName": "queued-provisioning.gke.io",
+        "managedResources": ["nvidia.com/gpu"],
+    }
+
+
+def test_the_config_states_its_retry_strategy_with_every_field_the_crd_defaults(queued: Synthesis) -> None:
+    """Unset, the CRD's defaults (3 tries) decide when Kueue deactivates a workload."""
+    [config] = kueue(queued, "ProvisioningRequestConfig")
+    schema = json.loads((REPO / "tests/data/schemas/kueue.x-k8s.io_v1beta2_ProvisioningRequestConfig.json").read_text())
+    fields = schema["properties"]["spec"]["properties"]["retryStrategy"]["properties"]
+    assert set(config["spec"]["retryStrategy"]) == set(fields)
+    assert config["spec"]["retryStrategy"]["backoffLimitCount"] > fields["backoffLimitCount"]["default"]
 
 
 def test_every_cluster_queue_runs_the_check_only_on_the_queued_flavor(queued: Synthesis) -> None:

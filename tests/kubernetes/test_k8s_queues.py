@@ -64,7 +64,7 @@ def test_a_team_s_ceiling_leaves_room_to_borrow_every_pool() -> None:
 def test_a_flavor_finds_its_pool_s_nodes_and_tolerates_their_taint() -> None:
     pool = next(p for p in pools_of(onprem_platform()) if p.name == "l40s-shared")
     assert flavor_spec(pool) == {
-        "nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-L40S"},
+        "nodeLabels": {"gpu-platform.io/pool": "l40s-shared"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}],
     }
 

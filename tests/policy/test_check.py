@@ -38,9 +38,22 @@ def also_declare(monkeypatch: pytest.MonkeyPatch, declare: Callable[[PlatformSpe
 
 def priority_class(value: int) -> Callable[[PlatformSpec], None]:
     def declare(spec: PlatformSpec) -> None:
-        k8s.scheduling.v1.PriorityClass("gpu-urgent", metadata={"name": "gpu-urgent"}, value=value)
+        k8s.scheduling.v1.PriorityClass("gpu-urgent", metadata={"name": "gpu-urgent"}, value=value, preemption_policy="Never")
 
     return declare
+
+
+def drifting_node_group(spec: PlatformSpec) -> None:
+    """A CPU node group whose desired size the autoscaler's changes would fight."""
+    aws.eks.NodeGroup(
+        f"{spec.cluster.name}-cpu",
+        cluster_name=spec.cluster.name,
+        node_role_arn="arn:aws:iam::000000000000:role/nodes",
+        subnet_ids=["subnet-1"],
+        instance_types=["m7i.large"],
+        scaling_config={"min_size": 0, "max_size": 2, "desired_size": 0},
+        launch_template={"id": "lt-1", "version": "1"},
+    )
 
 
 def warm_node_group(spec: PlatformSpec) -> None:
@@ -80,10 +93,10 @@ def test_a_mandatory_violation_prints_one_line_and_exits_1(monkeypatch: pytest.M
 
 
 def test_an_advisory_violation_prints_but_exits_0(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    also_declare(monkeypatch, priority_class(-100))
+    also_declare(monkeypatch, drifting_node_group)
     code, lines, _ = run(capsys, "dev-aws")
     assert code == 0
-    assert [line.split(" ")[1] for line in lines] == ["priority-class-autoscaler-cutoff"]
+    assert [line.split(" ")[1] for line in lines] == ["autoscaler-drift-ignored"]
     assert ": advisory: " in lines[0]
 
 

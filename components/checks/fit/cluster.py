@@ -20,6 +20,11 @@ from components.checks.fit.shapes import (
 from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE
 
+# The product label GPU feature discovery writes on every GPU node (k8s-device-plugin v0.20.0
+# internal/lm/resource.go productLabel): a node agent's label, rewritten with the sharing config.
+GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
+SHARED_SUFFIX = "-SHARED"
+
 
 @dataclass(frozen=True)
 class _Release:
@@ -119,6 +124,29 @@ class Cluster:
                 if get(resource, "name") == GPU_RESOURCE:
                     return physical * (int_or_none(get(resource, "replicas")) or 1)
         return physical
+
+
+    def gfd_product(self, labels: Mapping[str, str], product: str) -> str:
+        """The product label GPU feature discovery leaves on a node whose product is `product`:
+        `-SHARED` appended when the node's sharing config replicates `nvidia.com/gpu` more than
+        once and does not rename it (k8s-device-plugin v0.20.0 internal/lm/resource.go
+        getProductName, isShared, isRenamed)."""
+        plugin = self.releases.get("nvidia-device-plugin")
+        base = product.removesuffix(SHARED_SUFFIX)
+        if plugin is None or get(plugin.values, "gfd", "enabled") is not True:
+            return product
+        sharing = mapping(get(self._plugin_config(plugin, labels), "sharing"))
+        # MPS wins over time-slicing whenever it is configured (api/config/v1/sharing.go
+        # ReplicatedResources).
+        replicated = sharing.get("mps") if sharing.get("mps") is not None else sharing.get("timeSlicing")
+        # GFD drops every per-resource `rename` and keeps only the default one renameByDefault
+        # sets (cmd/gpu-feature-discovery/main.go -> api/config/v1/config.go
+        # DisableResourceNamingInConfig, replicas.go disableResoureRenaming).
+        renamed = get(replicated, "renameByDefault") is True
+        for resource in items(get(replicated, "resources")):
+            if get(resource, "name") == GPU_RESOURCE and (int_or_none(get(resource, "replicas")) or 1) > 1 and not renamed:
+                return base + SHARED_SUFFIX
+        return base
 
 
 def _tolerations(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -17,7 +17,7 @@ from components.checks.declared import (
     mapping,
     node_group_instance_types,
 )
-from components.checks.fit.cluster import Cluster
+from components.checks.fit.cluster import GFD_PRODUCT_LABEL, Cluster
 from components.checks.fit.karpenter import karpenter_views
 from components.checks.fit.kueue import Kueue
 from components.checks.fit.shapes import (
@@ -177,11 +177,14 @@ def _gke_slots(accelerators: list[Any], physical: int, pool: Pool) -> int:
 
 
 def _existing_view(pool: Pool, cluster: Cluster) -> NodeView:
-    """Nodes the stack does not create: only their declared facts are known."""
+    """Nodes the stack does not create: only their declared facts are known, and what GPU
+    feature discovery, which the stack installs, rewrites of them."""
     labels = dict(pool.selector)
+    if GFD_PRODUCT_LABEL in labels:
+        labels[GFD_PRODUCT_LABEL] = cluster.gfd_product({**labels, **pool.labels}, labels[GFD_PRODUCT_LABEL])
     slots = cluster.gpu_slots({**labels, **pool.labels}, [], pool.gpus_per_node, _mig_instances(pool))
     return NodeView(
-        what=f"a node of pool {pool.name} (declared: {', '.join(f'{k}={v}' for k, v in labels.items())})",
+        what=f"a node of pool {pool.name} (declared: {', '.join(f'{k}={v}' for k, v in pool.selector.items())})",
         resource=None,
         labels=labels,
         taints=None,
@@ -214,7 +217,10 @@ def view_problems(view: NodeView, pod: PodShape) -> list[str]:
     problems: list[str] = list(view.blocked)
     if view.labels is not None:
         missing = {k: v for k, v in pod.node_selector.items() if view.labels.get(k) != v}
-        problems += [f"{view.what} lacks the label {k}={v} the pods select" for k, v in missing.items()]
+        problems += [
+            f"{view.what} lacks the label {k}={v} the pods select" + (f" (it carries {k}={view.labels[k]})" if k in view.labels else "")
+            for k, v in missing.items()
+        ]
     if view.taints is not None:
         problems += [f"{view.what} carries the taint {t}, which the pods do not tolerate" for t in untolerated(pod.tolerations, view.taints)]
     if view.extended is not None:

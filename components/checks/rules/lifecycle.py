@@ -1,15 +1,20 @@
-"""Lifecycle rules: prod resources protected, autoscaler-owned fields ignored, Kubernetes in standard support."""
+"""Lifecycle rules: prod resources protected, autoscaler-owned fields ignored, Kubernetes in standard support,
+EKS resources ordered after their roles' policies."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from components.checks.declared import (
+    EKS_ADDON,
     EKS_CLUSTER,
     EKS_NODE_GROUP,
     GCS_BUCKET,
     GKE_CLUSTER,
     GKE_NODE_POOL,
+    IAM_ROLE,
+    IAM_ROLE_POLICY,
+    IAM_ROLE_POLICY_ATTACHMENT,
     S3_BUCKET,
     Resource,
 )
@@ -79,3 +84,23 @@ def kubernetes_standard_support(resources: Sequence[Resource], ctx: Context) -> 
             )
         )
     return out
+
+
+def eks_role_policies_first(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """An EKS cluster, node group or add-on uses its role's policies while it is created and while it
+    is deleted (EKS removes its ENIs and instances as the role): it must depend on every policy of
+    every role it names, so Pulumi creates them before it and deletes them after it
+    (terraform-provider-aws docs, eks_cluster and eks_node_group: depends_on the attachments)."""
+    policies: dict[str, list[str]] = {}
+    for res in resources:
+        if res.type in (IAM_ROLE_POLICY_ATTACHMENT, IAM_ROLE_POLICY):
+            for role in (key for key in res.depends_on if key.startswith(f"{IAM_ROLE}::")):
+                policies.setdefault(role, []).append(res.key)
+    return [
+        Violation("eks-role-policies-first", res.key, f"does not depend on {policy}, a policy of the role it uses")
+        for res in resources
+        if res.type in (EKS_CLUSTER, EKS_NODE_GROUP, EKS_ADDON)
+        for role in res.depends_on
+        for policy in policies.get(role, [])
+        if policy not in res.depends_on
+    ]

@@ -24,13 +24,16 @@ CHECKS: dict[str, Rule] = {
     "prod-protected": lifecycle.prod_protected,
     "priority-class-range": scheduling.priority_class_range,
     "priority-class-autoscaler-cutoff": scheduling.priority_class_autoscaler_cutoff,
+    "priority-class-kueue-preempts": scheduling.priority_class_no_scheduler_preemption,
     "autoscaler-drift-ignored": lifecycle.autoscaler_drift_ignored,
+    "eks-role-policies-first": lifecycle.eks_role_policies_first,
     "kubernetes-standard-support": lifecycle.kubernetes_standard_support,
     "job-fits-pool": pools.job_fits_pool,
     "kueue-manages-team-namespaces": teams.kueue_manages_team_namespaces,
     "team-identity-isolated": teams.team_identity_isolated,
     "team-rbac-namespaced": teams.team_rbac_namespaced,
     "multi-node-fabric-wired": fabric.multi_node_fabric_wired,
+    "job-storage-reachable": teams.job_storage_reachable,
 }
 
 

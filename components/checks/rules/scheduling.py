@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from components.checks.declared import PRIORITY_CLASS, Resource
+from components.checks.declared import PRIORITY_CLASS, UNKNOWN, Resource
 from components.checks.declared import get as _get
 from components.checks.rules.base import Context, Violation, int_or_none
 
@@ -42,6 +42,23 @@ def priority_class_autoscaler_cutoff(resources: Sequence[Resource], ctx: Context
         for res in _priority_classes(resources)
         if (int_or_none(_get(res.props, "value")) or 0) < AUTOSCALER_PRIORITY_CUTOFF
         and _get(res.props, "preemptionPolicy") != "Never"
+    ]
+
+
+def priority_class_no_scheduler_preemption(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Every job in a team namespace is Kueue's, and so is every preemption: a PriorityClass that
+    lets the kube-scheduler preempt (the API's default when unset) undoes what Kueue admitted
+    (components.kubernetes.tiers)."""
+    return [
+        Violation(
+            "priority-class-kueue-preempts",
+            res.key,
+            f"preemptionPolicy {_get(res.props, 'preemptionPolicy') or 'PreemptLowerPriority (the default)'}: the "
+            "kube-scheduler would evict pods of jobs Kueue admitted; set preemptionPolicy: Never and leave "
+            "preemption to Kueue's ClusterQueue policy",
+        )
+        for res in _priority_classes(resources)
+        if _get(res.props, "preemptionPolicy") not in ("Never", UNKNOWN)
     ]
 
 

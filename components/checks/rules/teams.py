@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components import tenancy
-from components.checks import isolation
+from components.checks import isolation, storage_access
 from components.checks.declared import Resource
 from components.checks.rules.base import Context, Violation
 from components.naming import DEFAULT_TEAM
@@ -44,4 +44,15 @@ def team_rbac_namespaced(resources: Sequence[Resource], ctx: Context) -> list[Vi
             members[team.name] = [name for name in names if name not in admins]
     return [
         Violation("team-rbac-namespaced", key, message) for key, message in isolation.rbac_namespacing(resources, members)
+    ]
+
+
+def job_storage_reachable(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """Every GCS FUSE volume of every job `gpu-platform job` accepts mounts and serves its pod's
+    identity (components.checks.storage_access)."""
+    if ctx.spec is None:
+        return []
+    return [
+        Violation("job-storage-reachable", key, message)
+        for key, message in storage_access.unreachable(resources, ctx.spec)
     ]
