@@ -25,7 +25,7 @@ from components import naming, node_resources, tenancy
 from components.facts import image_ref
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
 from components.jobs import fabric, flags, grace, placement, trainer_args
-from components.jobs.torchrun import POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
+from components.jobs.torchrun import JOBSET_UID_ENV, JOBSET_UID_LABEL, POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
 from components.observability.objects import TRAINER_METRICS_PORT, TRAINER_PORT_NAME
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
@@ -240,6 +240,7 @@ def _container(
     env: list[dict[str, Any]] = [
         {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}},
         {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": JOBSET_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_UID_LABEL}']"}}},
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
         {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
         # Rank 0 serves its Prometheus metrics here (trainer.metrics_server, docs/observability.md).

@@ -1,4 +1,4 @@
-"""How a job's pods start torchrun: a bounded wait for pod 0's DNS name, then a c10d rendezvous
+"""How a job's pods start torchrun: a bounded wait for pod 0's DNS name and store, then a c10d rendezvous
 whose store pod 0 hosts because it is told so (docs/scheduling.md says why)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 # The c10d rendezvous store pod 0's agent hosts (torch/distributed/run.py --rdzv-endpoint;
 # elastic/rendezvous/c10d_rendezvous_backend.py, DEFAULT_PORT).
 RDZV_PORT = 29400
-# How long a pod waits for pod 0's DNS record before it gives up (and the JobSet restarts).
+# How long a pod waits for pod 0's DNS record and store before it gives up (and the JobSet restarts).
 RDZV_WAIT_S = 300
 # torchrun restarts a pod's workers this many times before the pod fails.
 TORCHRUN_MAX_RESTARTS = 3
@@ -14,26 +14,53 @@ TORCHRUN_MAX_RESTARTS = 3
 # so no worker depends on a pod's own DNS record (torch/distributed/run.py --local-addr).
 POD_IP_ENV = "POD_IP"
 
-# The container's entry: wait (bounded) until pod 0's name resolves, then become torchrun, so
-# torchrun is PID 1 and receives the kubelet's SIGTERM. Pod 0 (completion index NODE_RANK 0) is
-# told to host the rendezvous store and every other pod told not to: c10d's `is_host` option
-# (elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store), instead of its guess from
-# matching the endpoint name to the pod's own names, which fails before pod 0's record exists.
+# The JobSet's uid, from the label JobSet puts on every pod (jobset v0.12.0 docs, "JobSet labels":
+# jobset.sigs.k8s.io/jobset-uid), makes the rendezvous id differ between a job and the same job
+# resubmitted under its name while the old pods still terminate.
+JOBSET_UID_ENV = "JOBSET_UID"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+
+# The container's entry: wait (bounded) until pod 0's name resolves to one address per IP family
+# (a terminating
+# pod 0 of a deleted job of the same name can stay in DNS beside the new one: the headless
+# Service publishes not-ready addresses), and on the other pods until pod 0's store accepts
+# connections (torchrun connects to it once, then fails after its read timeout:
+# elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store); then become torchrun, so
+# torchrun is PID 1 and receives the kubelet's SIGTERM. The wait itself exits on SIGTERM: as PID 1
+# without a handler it would ignore it. Pod 0 (completion index NODE_RANK 0) is told to host the
+# rendezvous store and every other pod told not to: c10d's `is_host` option, instead of its guess
+# from matching the endpoint name to the pod's own names, which fails before pod 0's record exists.
 WAIT_THEN_TORCHRUN = """\
-import os, socket, sys, time
+import os, signal, socket, sys, time
+signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
 endpoint = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--rdzv-endpoint="))
-host = endpoint.rsplit(":", 1)[0]
+host, port = endpoint.rsplit(":", 1)
 limit = int(os.environ["RDZV_WAIT_SECONDS"])
 deadline = time.monotonic() + limit
-while True:
-    try:
-        socket.getaddrinfo(host, None)
-        break
-    except socket.gaierror:
-        if time.monotonic() > deadline:
-            sys.exit(f"rendezvous host {host} did not resolve within {limit} s")
-        time.sleep(1)
 is_host = "1" if os.environ["NODE_RANK"] == "0" else "0"
+def ready():
+    try:
+        infos = socket.getaddrinfo(host, int(port), proto=socket.IPPROTO_TCP)
+    except socket.gaierror:
+        return False
+    by_family = {}
+    for family, _, _, _, address in infos:
+        by_family.setdefault(family, set()).add(address[0])
+    if any(len(addresses) > 1 for addresses in by_family.values()):
+        return False
+    if is_host == "1":
+        return True
+    for _, _, _, _, address in infos:
+        try:
+            socket.create_connection((address[0], int(port)), timeout=2).close()
+            return True
+        except OSError:
+            pass
+    return False
+while not ready():
+    if time.monotonic() > deadline:
+        sys.exit(f"rendezvous host {host}:{port} was not ready (one address, store listening) within {limit} s")
+    time.sleep(1)
 os.execvp("torchrun", ["torchrun", f"--rdzv-conf=is_host={is_host}", *sys.argv[1:]])
 """
 
@@ -47,7 +74,7 @@ def torchrun_args(nodes: int, gpus_per_node: int, host0: str, shutdown_timeout: 
         f"--max-restarts={TORCHRUN_MAX_RESTARTS}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={host0}:{RDZV_PORT}",
-        f"--rdzv-id={run_id}",
+        f"--rdzv-id={run_id}-$({JOBSET_UID_ENV})",
         f"--local-addr=$({POD_IP_ENV})",
         f"--shutdown-timeout={shutdown_timeout}",
         "-m",

@@ -130,8 +130,14 @@ def test_torchrun_uses_a_c10d_rendezvous_on_pod_0_s_stable_name() -> None:
     args = container_of(render(name="llm"))["args"]
     assert "--rdzv-backend=c10d" in args
     assert f"--rdzv-endpoint=llm-node-0-0.llm:{torchrun.RDZV_PORT}" in args
-    assert "--rdzv-id=llm" in args
     assert not any(a.startswith(("--master-addr", "--node-rank", "--rdzv-backend=static")) for a in args)
+
+
+def test_the_rendezvous_id_is_the_job_s_name_and_its_jobset_uid() -> None:
+    jobset = render(name="llm")
+    assert "--rdzv-id=llm-$(JOBSET_UID)" in container_of(jobset)["args"]
+    # The label JobSet puts on every pod (jobset v0.12.0 docs, "JobSet labels").
+    assert env_of(jobset)["JOBSET_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"
 
 
 def test_each_agent_publishes_its_pod_ip_not_a_dns_name() -> None:

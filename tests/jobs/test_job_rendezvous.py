@@ -205,4 +205,59 @@ def test_a_pod_gives_up_when_pod_0_s_name_never_resolves() -> None:
     command = [sys.executable if c == "python3" else c for c in container["command"]] + args
     done = subprocess.run(command, env=pod_env(container, RDZV_WAIT_SECONDS="1"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert done.stderr.strip() == "rendezvous host train-node-0-0.invalid did not resolve within 1 s"
+    assert done.stderr.strip() == (
+        "rendezvous host train-node-0-0.invalid:29400 was not ready (one address, store listening) within 1 s"
+    )
+
+
+def _entry(container: dict[str, Any], endpoint: str) -> list[str]:
+    args = [a if not a.startswith("--rdzv-endpoint=") else f"--rdzv-endpoint={endpoint}" for a in container["args"]]
+    return [sys.executable if c == "python3" else c for c in container["command"]] + args
+
+
+def _fake_torchrun(tmp_path: Path) -> str:
+    """A PATH whose `torchrun` only says it started, so the entry's wait is what is tested."""
+    fake = tmp_path / "torchrun"
+    fake.write_text("#!/bin/sh\necho torchrun started\n")
+    fake.chmod(0o755)
+    return f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_a_worker_pod_waits_for_pod_0_s_store_not_only_its_name(tmp_path: Path) -> None:
+    container = rendered_container()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = pod_env(container, 1, RDZV_WAIT_SECONDS="2", PATH=_fake_torchrun(tmp_path))
+    done = subprocess.run(_entry(container, f"127.0.0.1:{port}"), env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert "was not ready" in done.stderr
+    with socket.socket() as store:
+        store.bind(("127.0.0.1", 0))
+        store.listen()
+        endpoint = f"127.0.0.1:{store.getsockname()[1]}"
+        done = subprocess.run(_entry(container, endpoint), env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "torchrun started"
+
+
+def test_pod_0_does_not_wait_for_its_own_store(tmp_path: Path) -> None:
+    container = rendered_container()
+    env = pod_env(container, 0, RDZV_WAIT_SECONDS="2", PATH=_fake_torchrun(tmp_path))
+    done = subprocess.run(_entry(container, "127.0.0.1:1"), env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "torchrun started"
+
+
+def test_the_wait_ends_on_sigterm() -> None:
+    container = rendered_container()
+    env = pod_env(container, 1, RDZV_WAIT_SECONDS="60")
+    waiting = subprocess.Popen(_entry(container, "train-node-0-0.invalid:29400"), env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        waiting.send_signal(signal.SIGTERM)
+        assert waiting.wait(timeout=10) == 143
+    finally:
+        waiting.kill()
+        waiting.wait()

@@ -49,7 +49,7 @@ def test_a_hard_limit_below_the_world_s_need_is_refused_with_the_figure_before_t
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines == ["trainer: error: the open-file limit (RLIMIT_NOFILE) is 512 at most, and 1000 processes need "
-                     "about 2254 per process (2 x (N-1) gloo sockets + 256); raise the hard limit (the container "
+                     "about 3253 per process (3 x (N-1) gloo and store sockets + 256); raise the hard limit (the container "
                      "runtime's nofile ulimit)"], result.stderr
 
 

@@ -20,8 +20,11 @@ import resource
 
 from trainer.config import ConfigError
 
-# Two gloo full meshes per rank (trainer.parallel's process group and the checkpoint group).
-GLOO_GROUPS = 2
+# Two gloo full meshes per rank (trainer.parallel's process group and the checkpoint group), and
+# on rank 0 a third share: with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 rank 0's worker hosts the
+# workers' own store, one connection per rank (measured: 20 sockets on rank 0 at N = 6, 13 on the
+# others). Every rank is held to the largest figure, rank 0's.
+SOCKETS_PER_PEER = 3
 # Everything else a rank holds open: stdio, the rendezvous store, data memmaps, checkpoint
 # files being written, the interpreter's and CUDA's own.
 OTHER_DESCRIPTORS = 256
@@ -29,7 +32,7 @@ LAZY_INIT_ENV = "TORCH_GLOO_LAZY_INIT"
 
 
 def descriptors_needed(world_size: int) -> int:
-    return GLOO_GROUPS * (world_size - 1) + OTHER_DESCRIPTORS
+    return SOCKETS_PER_PEER * (world_size - 1) + OTHER_DESCRIPTORS
 
 
 def raise_open_files(world_size: int) -> int:
@@ -40,7 +43,7 @@ def raise_open_files(world_size: int) -> int:
     if hard != resource.RLIM_INFINITY and hard < needed:
         raise ConfigError(
             f"the open-file limit (RLIMIT_NOFILE) is {hard} at most, and {world_size} processes need about "
-            f"{needed} per process ({GLOO_GROUPS} x (N-1) gloo sockets + {OTHER_DESCRIPTORS}); raise the hard "
+            f"{needed} per process ({SOCKETS_PER_PEER} x (N-1) gloo and store sockets + {OTHER_DESCRIPTORS}); raise the hard "
             "limit (the container runtime's nofile ulimit)"
         )
     if soft != hard:
