@@ -88,7 +88,7 @@ def node_class(spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role
 
 def node_pool(spec_pool: NodePoolSpec, pool: Pool, node_class_name: str) -> dict[str, Any]:
     """The NodePool spec of a pool: its one instance type and capacity type, its labels and the GPU
-    taint, a GPU limit of the pool's maximum, and no disruption of a node while a pod runs there."""
+    taint, limits of the pool's maximum nodes and GPU slots, and no disruption of a node while a pod runs there."""
     assert pool.instance_type is not None, "AWS pools have a catalog instance type"
     requirements: list[dict[str, Any]] = [
         {"key": facts.INSTANCE_TYPE_LABEL, "operator": "In", "values": [pool.instance_type.name]},
@@ -99,9 +99,14 @@ def node_pool(spec_pool: NodePoolSpec, pool: Pool, node_class_name: str) -> dict
     taint = pool.taint
     return {
         "weight": weight(pool),
-        # Karpenter counts a node's nvidia.com/gpu from its instance type: physical GPUs, not the
-        # device plugin's time-slices (pkg/providers/instancetype/types.go `gpus`).
-        "limits": {GPU_RESOURCE: str(pool.max_gpus)},
+        # Karpenter counts a node's resources against limits from its NodeClaim (the instance
+        # type's physical GPUs) while it launches, then from the node's own status once initialized
+        # (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/state/statenode.go Capacity): a
+        # time-sliced node then counts its device plugin's slots. `nodes` is the exact bound across
+        # scheduling passes; the GPU limit in slots bounds one pass, in which the scheduler
+        # subtracts each new NodeClaim's instance-type capacity, which carries no `nodes`
+        # (scheduling/scheduler.go subtractMax).
+        "limits": {facts.NODES_LIMIT: str(pool.max_nodes), GPU_RESOURCE: str(pool.max_slots)},
         "disruption": {
             # Only empty nodes go: utilization consolidation would evict training pods.
             "consolidationPolicy": "WhenEmpty",

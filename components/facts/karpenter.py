@@ -22,6 +22,11 @@ CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 NODE_POOL_LABEL = "karpenter.sh/nodepool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 INSTANCE_FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+# The NodePool limit on its node count (kubernetes-sigs/karpenter@v1.14.1 pkg/utils/resources
+# resources.go `Node`). Every node counts 1 (pkg/controllers/state/statenode.go Capacity), and the
+# scheduler refuses a new NodeClaim once none remain (pkg/controllers/provisioning/scheduling/
+# scheduler.go addToNewNodeClaim, "node limits have been exhausted").
+NODES_LIMIT = "nodes"
 # Capacity types Karpenter launches (karpenter.sh/capacity-type values).
 ON_DEMAND = "on-demand"
 SPOT = "spot"

@@ -97,10 +97,10 @@ def test_reserved_capacity_weighs_more_than_on_demand(prod: Synthesis) -> None:
     assert pools["l40s-reserved"]["spec"]["weight"] > pools["l4-eval"]["spec"]["weight"]
 
 
-def test_node_pool_limits_are_the_pool_s_maximum_physical_gpus(prod: Synthesis) -> None:
+def test_node_pool_limits_are_the_pool_s_maximum_nodes_and_gpu_slots(prod: Synthesis) -> None:
     pools = objects(prod, NODE_POOL)
-    assert pools["l4-eval"]["spec"]["limits"] == {"nvidia.com/gpu": "3"}
-    assert pools["l40s-reserved"]["spec"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert pools["l4-eval"]["spec"]["limits"] == {"nodes": "3", "nvidia.com/gpu": "3"}
+    assert pools["l40s-reserved"]["spec"]["limits"] == {"nodes": "2", "nvidia.com/gpu": "8"}
 
 
 def test_nodes_go_only_when_empty_and_never_expire_under_a_job(prod: Synthesis) -> None:
@@ -281,6 +281,10 @@ def test_the_dev_aws_karpenter_stack_has_node_pools_and_no_autoscaler(synthesize
     assert set(objects(result, NODE_POOL)) == {"l4-shared", "l4-train"}
     assert not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "cluster-autoscaler"]
 
+
+def test_a_time_sliced_node_pool_limits_its_nodes_and_the_slots_they_report(synthesized: Any) -> None:
+    # l4-shared: 4 g6.xlarge, one L4 each shared 4 ways.
+    assert objects(synthesized("dev-aws-karpenter"), NODE_POOL)["l4-shared"]["spec"]["limits"] == {"nodes": "4", "nvidia.com/gpu": "16"}
 
 
 def test_weights_take_reserved_before_spot_before_on_demand(prod: Synthesis, synthesized: Any) -> None:
