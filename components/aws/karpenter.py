@@ -68,7 +68,7 @@ class Karpenter(pulumi.ComponentResource):
             sqs_managed_sse_enabled=True,
             opts=child,
         )
-        aws.sqs.QueuePolicy(
+        queue_policy = aws.sqs.QueuePolicy(
             f"{name}-interruption",
             queue_url=queue.id,
             policy=queue.arn.apply(lambda arn: json.dumps(karpenter_iam.interruption_queue_policy(arn))),
@@ -80,19 +80,23 @@ class Karpenter(pulumi.ComponentResource):
                 f"{name}-{rule_name}", rule=rule.name, arn=queue.arn, target_id="KarpenterInterruptionQueueTarget", opts=child
             )
 
-        aws.ec2.Tag(
-            f"{name}-discovery-security-group",
-            resource_id=cluster.security_group_id,
-            key=facts.DISCOVERY_TAG,
-            value=cluster_name,
-            opts=child,
-        )
+        tags = [
+            aws.ec2.Tag(
+                f"{name}-discovery-security-group",
+                resource_id=cluster.security_group_id,
+                key=facts.DISCOVERY_TAG,
+                value=cluster_name,
+                opts=child,
+            )
+        ]
         for i, subnet in enumerate(tag_subnets):
-            aws.ec2.Tag(f"{name}-discovery-subnet-{i}", resource_id=subnet, key=facts.DISCOVERY_TAG, value=cluster_name, opts=child)
+            tags.append(
+                aws.ec2.Tag(f"{name}-discovery-subnet-{i}", resource_id=subnet, key=facts.DISCOVERY_TAG, value=cluster_name, opts=child)
+            )
 
         subject = f"system:serviceaccount:{karpenter_plan.NAMESPACE}:{karpenter_plan.SERVICE_ACCOUNT}"
         role = cluster.irsa_role(name, [subject], child)
-        aws.iam.RolePolicy(
+        controller_policy = aws.iam.RolePolicy(
             name,
             role=role.id,
             policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
@@ -111,7 +115,12 @@ class Karpenter(pulumi.ComponentResource):
             version=chart.version,
             namespace=chart.namespace,
             values=karpenter_plan.controller_values(cluster_name, queue.name, role.arn),
-            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[access, cluster.system_nodes])),
+            # Deleted before what the controller acts with, so that on `pulumi destroy` it still
+            # drains and terminates its nodes (rule karpenter-permissions-outlive-nodes).
+            opts=pulumi.ResourceOptions.merge(
+                on_cluster,
+                pulumi.ResourceOptions(depends_on=[access, cluster.system_nodes, controller_policy, queue_policy, *tags]),
+            ),
         )
 
         # The release installs the CRDs (the chart's crds/ folder) before these are sent.
