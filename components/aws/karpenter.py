@@ -48,7 +48,7 @@ class Karpenter(pulumi.ComponentResource):
             assume_role_policy=json.dumps(iam.service_trust_policy("ec2.amazonaws.com")),
             opts=child,
         )
-        for policy in aws_facts.NODE_ROLE_POLICIES:
+        for policy in (*aws_facts.NODE_ROLE_POLICIES, *facts.NODE_ROLE_EXTRA_POLICIES):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{policy.rsplit('/', 1)[-1]}",
                 role=node_role.name,

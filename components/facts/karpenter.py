@@ -16,6 +16,12 @@ NODE_POOL_API = "karpenter.sh/v1"
 NODE_CLASS_API = "karpenter.k8s.aws/v1"
 NODE_CLASS_GROUP = "karpenter.k8s.aws"
 
+# Managed policies Karpenter's node role holds beyond a node group's (aws_facts.NODE_ROLE_POLICIES):
+# SSM Session Manager reaches its nodes, which have no SSH key (website/content/en/v1.14/
+# getting-started/getting-started-with-karpenter/cloudformation.yaml KarpenterNodeRole
+# ManagedPolicyArns; its AmazonEKS_CNI_Policy the platform gives the vpc-cni add-on's IRSA role).
+NODE_ROLE_EXTRA_POLICIES = ("AmazonSSMManagedInstanceCore",)
+
 # Well-known labels Karpenter puts on its nodes and reads in NodePool requirements
 # (kubernetes-sigs/karpenter pkg/apis/v1/labels.go; aws/karpenter-provider-aws pkg/apis/v1/labels.go).
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"

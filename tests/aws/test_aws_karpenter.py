@@ -271,6 +271,16 @@ def test_the_karpenter_node_role_joins_through_an_ec2_linux_access_entry(prod: S
     assert entry["principalArn"] == f"arn:aws:iam::000000000000:role/{KARPENTER}-node"
 
 
+def test_the_karpenter_node_role_holds_upstream_s_node_policies_ssm_included(prod: Synthesis) -> None:
+    # KarpenterNodeRole of the v1.14 getting-started CloudFormation, less the CNI policy (vpc-cni's IRSA role has it).
+    attached = {
+        r["inputs"]["policyArn"].rsplit("/", 1)[-1]
+        for r in prod.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r["name"].startswith(f"{KARPENTER}-node-")
+    }
+    assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"}
+
+
 def test_a_stack_without_karpenter_declares_none_of_it(synthesized: Any) -> None:
     result: Synthesis = synthesized("prod-aws")
     assert not result.by_type(NODE_POOL) and not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "karpenter"]
