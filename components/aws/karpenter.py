@@ -106,8 +106,16 @@ class Karpenter(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        chart = charts.KARPENTER
         on_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        crds = k8s.helm.v3.Release(
+            f"{name}-crd",
+            name=charts.KARPENTER_CRD.name,
+            chart=charts.KARPENTER_CRD.reference,
+            version=charts.KARPENTER_CRD.version,
+            namespace=charts.KARPENTER_CRD.namespace,
+            opts=on_cluster,
+        )
+        chart = charts.KARPENTER
         self.release = k8s.helm.v3.Release(
             name,
             name=chart.name,
@@ -115,16 +123,18 @@ class Karpenter(pulumi.ComponentResource):
             version=chart.version,
             namespace=chart.namespace,
             values=karpenter_plan.controller_values(cluster_name, queue.name, role.arn),
+            # The CRDs are the karpenter-crd release's, which upgrades them (charts.KARPENTER_CRD).
+            skip_crds=True,
             # Deleted before what the controller acts with, so that on `pulumi destroy` it still
             # drains and terminates its nodes (rule karpenter-permissions-outlive-nodes).
             opts=pulumi.ResourceOptions.merge(
                 on_cluster,
-                pulumi.ResourceOptions(depends_on=[access, cluster.system_nodes, controller_policy, queue_policy, *tags]),
+                pulumi.ResourceOptions(depends_on=[crds, access, cluster.system_nodes, controller_policy, queue_policy, *tags]),
             ),
         )
 
-        # The release installs the CRDs (the chart's crds/ folder) before these are sent.
-        after_release = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.release]))
+        # Sent once the CRDs exist and the controller runs; deleted while it still does (their finalizers).
+        after_release = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[crds, self.release]))
         self.node_pools = []
         for pool, spec_pool in pools:
             node_class = k8s.apiextensions.CustomResource(

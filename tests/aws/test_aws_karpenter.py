@@ -179,6 +179,16 @@ def test_the_controller_is_the_pinned_oci_chart_on_the_system_nodes(prod: Synthe
     assert found["values"]["settings"] == {"clusterName": "ml-prod", "interruptionQueue": "ml-prod-karpenter"}
 
 
+def test_the_crds_are_the_karpenter_crd_chart_s_which_helm_upgrades_and_the_controller_skips_its_own(prod: Synthesis) -> None:
+    [crds] = [r for r in prod.by_type(RELEASE) if r["inputs"]["name"] == "karpenter-crd"]
+    inputs = crds["inputs"]
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.1", "kube-system")
+    assert release(prod)["skipCrds"] is True
+    crd_key = f"{RELEASE}::{crds['name']}"
+    dependents = [r for r in prod.resources if r["type"] in (NODE_POOL, NODE_CLASS) or r["inputs"].get("name") == "karpenter"]
+    assert len(dependents) == 5 and all(crd_key in r["options"]["dependsOn"] for r in dependents)
+
+
 def test_the_controller_values_are_keys_the_chart_reads(prod: Synthesis) -> None:
     chart = charts.KARPENTER
     assert charts.unknown_values_keys(release(prod)["values"], chart_keys(chart.name, chart.version)) == []
