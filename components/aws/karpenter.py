@@ -38,6 +38,7 @@ class Karpenter(pulumi.ComponentResource):
         account: Account,
         pools: Sequence[tuple[Pool, NodePoolSpec]],
         tag_subnets: Sequence[pulumi.Output[str]],
+        ami_alias: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-platform:aws:Karpenter", name, None, opts)
@@ -142,7 +143,7 @@ class Karpenter(pulumi.ComponentResource):
                 api_version=facts.NODE_CLASS_API,
                 kind="EC2NodeClass",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pool.name),
-                spec=karpenter_plan.node_class(spec_pool, pool, cluster_name, node_role.name),
+                spec=karpenter_plan.node_class(spec_pool, pool, cluster_name, node_role.name, ami_alias),
                 opts=after_release,
             )
             self.node_pools.append(

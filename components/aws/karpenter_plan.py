@@ -47,15 +47,17 @@ def instance_family(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
 
 
-def node_class(spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str]) -> dict[str, Any]:
-    """The EC2NodeClass spec of a pool: AL2023 NVIDIA by alias, IMDSv2 only with one hop (pods
+def node_class(
+    spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str], ami_alias: str | None = None
+) -> dict[str, Any]:
+    """The EC2NodeClass spec of a pool: AL2023 NVIDIA by alias (the spec's pin, else latest), IMDSv2 only with one hop (pods
     cannot borrow the node's role), an encrypted gp3 root volume, RAID0 over NVMe instance store,
     the pool's reservation, and subnets and security groups found by the discovery tag."""
     assert pool.instance_type is not None, "AWS pools have a catalog instance type"
     discovery = [{"tags": {facts.DISCOVERY_TAG: cluster_name}}]
     spec: dict[str, Any] = {
         "role": node_role,
-        "amiSelectorTerms": [{"alias": facts.AMI_ALIAS[spec_pool.ami_type]}],
+        "amiSelectorTerms": [{"alias": ami_alias or facts.AMI_ALIAS[spec_pool.ami_type]}],
         "subnetSelectorTerms": discovery,
         "securityGroupSelectorTerms": discovery,
         "metadataOptions": {

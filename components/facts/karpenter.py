@@ -57,6 +57,10 @@ AMI_ALIAS: dict[AmiType, str] = {
     "AL2023_x86_64_NVIDIA": "al2023@latest",
     "AL2023_ARM_64_NVIDIA": "al2023@latest",
 }
+# A pinned alias names an AMI release by date (website/content/en/v1.14/concepts/nodeclasses.md,
+# amiSelectorTerms alias `family@version`, version `latest` or `vYYYYMMDD`; Karpenter advises
+# against `latest` in production). AL2023 only, as AMI_ALIAS.
+PINNED_AMI_ALIAS_PATTERN = r"al2023@v\d{8}"
 # AL2023's root volume device (pkg/providers/amifamily/al2023.go EphemeralBlockDevice).
 ROOT_DEVICE = "/dev/xvda"
 

@@ -302,6 +302,17 @@ def test_the_dev_aws_karpenter_stack_has_node_pools_and_no_autoscaler(synthesize
     assert not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "cluster-autoscaler"]
 
 
+def test_a_pinned_ami_alias_is_every_node_class_s_and_validates(tmp_path: Any) -> None:
+    config = prod_aws_karpenter_config()
+    config["gpu-platform:platform"]["aws"]["karpenter"] = {"amiAlias": "al2023@v20240807"}
+    path = tmp_path / "Pulumi.prod-aws-karpenter.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    classes = [r for r in offline.synthesize(str(path), REPO)[2].kubernetes_objects() if r["kind"] == "EC2NodeClass"]
+    assert len(classes) == 2 and all(c["spec"]["amiSelectorTerms"] == [{"alias": "al2023@v20240807"}] for c in classes)
+    for obj in classes:
+        jsonschema.validate(obj, crd_schema(obj["apiVersion"], obj["kind"]))
+
+
 def test_a_time_sliced_node_pool_limits_its_nodes_and_the_slots_they_report(synthesized: Any) -> None:
     # l4-shared: 4 g6.xlarge, one L4 each shared 4 ways.
     assert objects(synthesized("dev-aws-karpenter"), NODE_POOL)["l4-shared"]["spec"]["limits"] == {"nodes": "4", "nvidia.com/gpu": "16"}

@@ -93,6 +93,18 @@ def test_a_bottlerocket_karpenter_pool_is_refused() -> None:
     assert "platform.nodePools[2].amiType" in found
 
 
+def test_an_ami_alias_that_is_no_al2023_release_is_refused() -> None:
+    found = platform_problems(lambda p: p["aws"].update(karpenter={"amiAlias": "al2023@latest"}))
+    assert found == {"platform.aws.karpenter.amiAlias": "expected an AL2023 release alias like al2023@v20240807, got 'al2023@latest'"}
+
+
+def test_an_ami_alias_without_karpenter_is_refused() -> None:
+    def autoscaler(platform: dict[str, Any]) -> None:
+        platform["aws"].update(provisioner="cluster-autoscaler", karpenter={"amiAlias": "al2023@v20240807"})
+
+    assert "platform.aws.karpenter.amiAlias" in platform_problems(autoscaler)
+
+
 def test_a_reservation_by_resource_group_is_refused_for_karpenter() -> None:
     arn = "arn:aws:resource-groups:us-east-1:111122223333:group/cr-group"
     found = platform_problems(lambda p: p["nodePools"][3].update(reservation=arn))
