@@ -20,7 +20,8 @@ from components.spec import NodePoolSpec
 
 
 class Karpenter(pulumi.ComponentResource):
-    """The controller (Helm, pinned, on the system nodes) with an IRSA role holding the policy
+    """The controller (Helm, pinned, on the system nodes; its CRDs the karpenter-crd release's,
+    so that upgrades reach them) with an IRSA role holding the policy
     Karpenter documents; the SQS queue its EventBridge rules fill with interruption notices; a node
     role with an EC2_LINUX access entry (Karpenter's nodes join through it); discovery tags on the
     cluster security group and, for an existing VPC, the private subnets (a new VPC's carry it
