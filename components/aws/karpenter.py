@@ -20,7 +20,8 @@ from components.spec import NodePoolSpec
 
 
 class Karpenter(pulumi.ComponentResource):
-    """The controller (Helm, pinned, on the system nodes) with an IRSA role holding the policy
+    """The controller (Helm, pinned, on the system nodes; its CRDs the karpenter-crd release's,
+    so that upgrades reach them) with an IRSA role holding the policy
     Karpenter documents; the SQS queue its EventBridge rules fill with interruption notices; a node
     role with an EC2_LINUX access entry (Karpenter's nodes join through it); discovery tags on the
     cluster security group and, for an existing VPC, the private subnets (a new VPC's carry it
@@ -38,6 +39,7 @@ class Karpenter(pulumi.ComponentResource):
         account: Account,
         pools: Sequence[tuple[Pool, NodePoolSpec]],
         tag_subnets: Sequence[pulumi.Output[str]],
+        ami_alias: str | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-platform:aws:Karpenter", name, None, opts)
@@ -48,7 +50,7 @@ class Karpenter(pulumi.ComponentResource):
             assume_role_policy=json.dumps(iam.service_trust_policy("ec2.amazonaws.com")),
             opts=child,
         )
-        for policy in aws_facts.NODE_ROLE_POLICIES:
+        for policy in (*aws_facts.NODE_ROLE_POLICIES, *facts.NODE_ROLE_EXTRA_POLICIES):
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-{policy.rsplit('/', 1)[-1]}",
                 role=node_role.name,
@@ -68,7 +70,7 @@ class Karpenter(pulumi.ComponentResource):
             sqs_managed_sse_enabled=True,
             opts=child,
         )
-        aws.sqs.QueuePolicy(
+        queue_policy = aws.sqs.QueuePolicy(
             f"{name}-interruption",
             queue_url=queue.id,
             policy=queue.arn.apply(lambda arn: json.dumps(karpenter_iam.interruption_queue_policy(arn))),
@@ -80,19 +82,23 @@ class Karpenter(pulumi.ComponentResource):
                 f"{name}-{rule_name}", rule=rule.name, arn=queue.arn, target_id="KarpenterInterruptionQueueTarget", opts=child
             )
 
-        aws.ec2.Tag(
-            f"{name}-discovery-security-group",
-            resource_id=cluster.security_group_id,
-            key=facts.DISCOVERY_TAG,
-            value=cluster_name,
-            opts=child,
-        )
+        tags = [
+            aws.ec2.Tag(
+                f"{name}-discovery-security-group",
+                resource_id=cluster.security_group_id,
+                key=facts.DISCOVERY_TAG,
+                value=cluster_name,
+                opts=child,
+            )
+        ]
         for i, subnet in enumerate(tag_subnets):
-            aws.ec2.Tag(f"{name}-discovery-subnet-{i}", resource_id=subnet, key=facts.DISCOVERY_TAG, value=cluster_name, opts=child)
+            tags.append(
+                aws.ec2.Tag(f"{name}-discovery-subnet-{i}", resource_id=subnet, key=facts.DISCOVERY_TAG, value=cluster_name, opts=child)
+            )
 
         subject = f"system:serviceaccount:{karpenter_plan.NAMESPACE}:{karpenter_plan.SERVICE_ACCOUNT}"
         role = cluster.irsa_role(name, [subject], child)
-        aws.iam.RolePolicy(
+        controller_policy = aws.iam.RolePolicy(
             name,
             role=role.id,
             policy=pulumi.Output.all(node_role.arn, queue.arn).apply(
@@ -102,8 +108,16 @@ class Karpenter(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        chart = charts.KARPENTER
         on_cluster = pulumi.ResourceOptions(parent=self, provider=cluster.provider)
+        crds = k8s.helm.v3.Release(
+            f"{name}-crd",
+            name=charts.KARPENTER_CRD.name,
+            chart=charts.KARPENTER_CRD.reference,
+            version=charts.KARPENTER_CRD.version,
+            namespace=charts.KARPENTER_CRD.namespace,
+            opts=on_cluster,
+        )
+        chart = charts.KARPENTER
         self.release = k8s.helm.v3.Release(
             name,
             name=chart.name,
@@ -111,11 +125,18 @@ class Karpenter(pulumi.ComponentResource):
             version=chart.version,
             namespace=chart.namespace,
             values=karpenter_plan.controller_values(cluster_name, queue.name, role.arn),
-            opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[access, cluster.system_nodes])),
+            # The CRDs are the karpenter-crd release's, which upgrades them (charts.KARPENTER_CRD).
+            skip_crds=True,
+            # Deleted before what the controller acts with, so that on `pulumi destroy` it still
+            # drains and terminates its nodes (rule karpenter-permissions-outlive-nodes).
+            opts=pulumi.ResourceOptions.merge(
+                on_cluster,
+                pulumi.ResourceOptions(depends_on=[crds, access, cluster.system_nodes, controller_policy, queue_policy, *tags]),
+            ),
         )
 
-        # The release installs the CRDs (the chart's crds/ folder) before these are sent.
-        after_release = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[self.release]))
+        # Sent once the CRDs exist and the controller runs; deleted while it still does (their finalizers).
+        after_release = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=[crds, self.release]))
         self.node_pools = []
         for pool, spec_pool in pools:
             node_class = k8s.apiextensions.CustomResource(
@@ -123,7 +144,7 @@ class Karpenter(pulumi.ComponentResource):
                 api_version=facts.NODE_CLASS_API,
                 kind="EC2NodeClass",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=pool.name),
-                spec=karpenter_plan.node_class(spec_pool, pool, cluster_name, node_role.name),
+                spec=karpenter_plan.node_class(spec_pool, pool, cluster_name, node_role.name, ami_alias),
                 opts=after_release,
             )
             self.node_pools.append(

@@ -47,15 +47,17 @@ def instance_family(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
 
 
-def node_class(spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str]) -> dict[str, Any]:
-    """The EC2NodeClass spec of a pool: AL2023 NVIDIA by alias, IMDSv2 only with one hop (pods
+def node_class(
+    spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str], ami_alias: str | None = None
+) -> dict[str, Any]:
+    """The EC2NodeClass spec of a pool: AL2023 NVIDIA by alias (the spec's pin, else latest), IMDSv2 only with one hop (pods
     cannot borrow the node's role), an encrypted gp3 root volume, RAID0 over NVMe instance store,
     the pool's reservation, and subnets and security groups found by the discovery tag."""
     assert pool.instance_type is not None, "AWS pools have a catalog instance type"
     discovery = [{"tags": {facts.DISCOVERY_TAG: cluster_name}}]
     spec: dict[str, Any] = {
         "role": node_role,
-        "amiSelectorTerms": [{"alias": facts.AMI_ALIAS[spec_pool.ami_type]}],
+        "amiSelectorTerms": [{"alias": ami_alias or facts.AMI_ALIAS[spec_pool.ami_type]}],
         "subnetSelectorTerms": discovery,
         "securityGroupSelectorTerms": discovery,
         "metadataOptions": {
@@ -88,7 +90,7 @@ def node_class(spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role
 
 def node_pool(spec_pool: NodePoolSpec, pool: Pool, node_class_name: str) -> dict[str, Any]:
     """The NodePool spec of a pool: its one instance type and capacity type, its labels and the GPU
-    taint, a GPU limit of the pool's maximum, and no disruption of a node while a pod runs there."""
+    taint, limits of the pool's maximum nodes and GPU slots, and no disruption of a node while a pod runs there."""
     assert pool.instance_type is not None, "AWS pools have a catalog instance type"
     requirements: list[dict[str, Any]] = [
         {"key": facts.INSTANCE_TYPE_LABEL, "operator": "In", "values": [pool.instance_type.name]},
@@ -99,9 +101,14 @@ def node_pool(spec_pool: NodePoolSpec, pool: Pool, node_class_name: str) -> dict
     taint = pool.taint
     return {
         "weight": weight(pool),
-        # Karpenter counts a node's nvidia.com/gpu from its instance type: physical GPUs, not the
-        # device plugin's time-slices (pkg/providers/instancetype/types.go `gpus`).
-        "limits": {GPU_RESOURCE: str(pool.max_gpus)},
+        # Karpenter counts a node's resources against limits from its NodeClaim (the instance
+        # type's physical GPUs) while it launches, then from the node's own status once initialized
+        # (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/state/statenode.go Capacity): a
+        # time-sliced node then counts its device plugin's slots. `nodes` is the exact bound across
+        # scheduling passes; the GPU limit in slots bounds one pass, in which the scheduler
+        # subtracts each new NodeClaim's instance-type capacity, which carries no `nodes`
+        # (scheduling/scheduler.go subtractMax).
+        "limits": {facts.NODES_LIMIT: str(pool.max_nodes), GPU_RESOURCE: str(pool.max_slots)},
         "disruption": {
             # Only empty nodes go: utilization consolidation would evict training pods.
             "consolidationPolicy": "WhenEmpty",

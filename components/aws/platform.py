@@ -117,6 +117,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 pools=[(pool, spec_pools[pool.name]) for pool in launched],
                 # A new VPC's subnets carry the discovery tag already (Network).
                 tag_subnets=list(network.private_subnets.values()) if spec.aws_settings.network.vpc_id else [],
+                ami_alias=spec.aws_settings.karpenter.ami_alias,
                 opts=child,
             )
             node_pools = [karpenter.release, *karpenter.node_pools]

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 # Type tokens of the resources the checks read (pulumi-aws 7, pulumi-gcp 10, pulumi-kubernetes 4).
 ASG_TAG = "aws:autoscaling/tag:Tag"
+EC2_TAG = "aws:ec2/tag:Tag"
 EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
 EKS_ADDON = "aws:eks/addon:Addon"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -27,6 +28,8 @@ KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 KARPENTER_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 S3_BUCKET = "aws:s3/bucket:Bucket"
+SQS_QUEUE = "aws:sqs/queue:Queue"
+SQS_QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
 S3_BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
 S3_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 S3_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"

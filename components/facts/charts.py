@@ -67,9 +67,14 @@ KUBE_PROMETHEUS_STACK = Chart(
 # karpenter.sh lists v1.15 (October 2026) as latest: move the pin, with its tests/data files,
 # once that release's chart and CRDs are read.
 KARPENTER = Chart("karpenter", "oci://public.ecr.aws/karpenter", "1.14.1", "kube-system")
+# Karpenter's CRDs as a chart of their own, released with the controller at the same version: Helm
+# installs a chart's crds/ folder once and never upgrades it, so the CRDs come from this chart's
+# templates instead and the karpenter release skips its crds/ (website/content/en/v1.14/upgrading/
+# upgrade-guide.md "CRD Upgrades"; aws/karpenter-provider-aws@v1.14.1 charts/karpenter-crd).
+KARPENTER_CRD = Chart("karpenter-crd", "oci://public.ecr.aws/karpenter", KARPENTER.version, KARPENTER.namespace)
 
 CHARTS: tuple[Chart, ...] = (
-    NVIDIA_DEVICE_PLUGIN, KUEUE, JOBSET, DCGM_EXPORTER, CLUSTER_AUTOSCALER, KARPENTER, KUBE_PROMETHEUS_STACK
+    NVIDIA_DEVICE_PLUGIN, KUEUE, JOBSET, DCGM_EXPORTER, CLUSTER_AUTOSCALER, KARPENTER, KARPENTER_CRD, KUBE_PROMETHEUS_STACK
 )
 # aws/eks-charts, stable/aws-efa-k8s-device-plugin/Chart.yaml (version v0.5.20, app v0.5.13):
 # advertises `vpc.amazonaws.com/efa` so pods can claim the EFA devices of a node. Not in CHARTS:

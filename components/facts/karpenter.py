@@ -16,12 +16,23 @@ NODE_POOL_API = "karpenter.sh/v1"
 NODE_CLASS_API = "karpenter.k8s.aws/v1"
 NODE_CLASS_GROUP = "karpenter.k8s.aws"
 
+# Managed policies Karpenter's node role holds beyond a node group's (aws_facts.NODE_ROLE_POLICIES):
+# SSM Session Manager reaches its nodes, which have no SSH key (website/content/en/v1.14/
+# getting-started/getting-started-with-karpenter/cloudformation.yaml KarpenterNodeRole
+# ManagedPolicyArns; its AmazonEKS_CNI_Policy the platform gives the vpc-cni add-on's IRSA role).
+NODE_ROLE_EXTRA_POLICIES = ("AmazonSSMManagedInstanceCore",)
+
 # Well-known labels Karpenter puts on its nodes and reads in NodePool requirements
 # (kubernetes-sigs/karpenter pkg/apis/v1/labels.go; aws/karpenter-provider-aws pkg/apis/v1/labels.go).
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 NODE_POOL_LABEL = "karpenter.sh/nodepool"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 INSTANCE_FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
+# The NodePool limit on its node count (kubernetes-sigs/karpenter@v1.14.1 pkg/utils/resources
+# resources.go `Node`). Every node counts 1 (pkg/controllers/state/statenode.go Capacity), and the
+# scheduler refuses a new NodeClaim once none remain (pkg/controllers/provisioning/scheduling/
+# scheduler.go addToNewNodeClaim, "node limits have been exhausted").
+NODES_LIMIT = "nodes"
 # Capacity types Karpenter launches (karpenter.sh/capacity-type values).
 ON_DEMAND = "on-demand"
 SPOT = "spot"
@@ -46,6 +57,10 @@ AMI_ALIAS: dict[AmiType, str] = {
     "AL2023_x86_64_NVIDIA": "al2023@latest",
     "AL2023_ARM_64_NVIDIA": "al2023@latest",
 }
+# A pinned alias names an AMI release by date (website/content/en/v1.14/concepts/nodeclasses.md,
+# amiSelectorTerms alias `family@version`, version `latest` or `vYYYYMMDD`; Karpenter advises
+# against `latest` in production). AL2023 only, as AMI_ALIAS.
+PINNED_AMI_ALIAS_PATTERN = r"al2023@v\d{8}"
 # AL2023's root volume device (pkg/providers/amifamily/al2023.go EphemeralBlockDevice).
 ROOT_DEVICE = "/dev/xvda"
 

@@ -184,6 +184,15 @@ RULES: tuple[RuleInfo, ...] = (
         "mandatory",
         "stack",
     ),
+    RuleInfo(
+        "karpenter-permissions-outlive-nodes",
+        "The Karpenter release depends on its role's policy, its interruption queue's policy and the discovery "
+        "tags, and its NodePools and EC2NodeClasses on the release: destroyed after them, so Karpenter can still "
+        "drain and terminate its nodes.",
+        "medium",
+        "mandatory",
+        "stack",
+    ),
 )
 
 RULES = RULES + (

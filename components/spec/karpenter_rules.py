@@ -13,6 +13,8 @@ NodePools; the autoscaler only the node groups tagged for it).
 
 from __future__ import annotations
 
+import re
+
 from components.facts import karpenter as facts
 from components.spec.models import NodePoolSpec, PlatformSpec
 from components.spec.problems import ROOT, Problem
@@ -30,6 +32,13 @@ def node_group_pools(spec: PlatformSpec) -> list[NodePoolSpec]:
 
 def karpenter_problems(spec: PlatformSpec) -> list[Problem]:
     problems: list[Problem] = []
+    alias = spec.aws_settings.karpenter.ami_alias if spec.cloud == "aws" else None
+    if alias is not None and spec.aws_settings.provisioner != "karpenter":
+        problems.append(Problem(f"{ROOT}.aws.karpenter.amiAlias", "applies to aws.provisioner: karpenter only; remove it or set the provisioner"))
+    elif alias is not None and not re.fullmatch(facts.PINNED_AMI_ALIAS_PATTERN, alias):
+        problems.append(
+            Problem(f"{ROOT}.aws.karpenter.amiAlias", f"expected an AL2023 release alias like al2023@v20240807, got {alias!r}")
+        )
     for i, pool in enumerate(spec.node_pools):
         if not karpenter_provisions(spec, pool):
             continue

@@ -252,6 +252,14 @@ class AwsSystemNodesSpec(_Spec):
     max_nodes: int = Field(default=3, ge=1)
 
 
+class AwsKarpenterSpec(_Spec):
+    """Settings of Karpenter's pools (aws.provisioner: karpenter)."""
+
+    # The EC2NodeClasses' AMI alias, e.g. al2023@v20240807 to pin a release in prod; None:
+    # al2023@latest (components.facts.karpenter.AMI_ALIAS).
+    ami_alias: Optional[str] = None
+
+
 class AwsSpec(_Spec):
     """Cloud-level settings of the AWS wing (cloud: aws only); every field has a default."""
 
@@ -272,6 +280,7 @@ class AwsSpec(_Spec):
     # Who provisions the GPU nodes: the cluster-autoscaler sizing one managed node group per pool,
     # or Karpenter launching them from a NodePool per pool (EFA pools stay on node groups).
     provisioner: Provisioner = "cluster-autoscaler"
+    karpenter: AwsKarpenterSpec = Field(default_factory=AwsKarpenterSpec)
 
     def endpoint_public(self, environment: Environment) -> bool:
         if self.public_endpoint is not None:

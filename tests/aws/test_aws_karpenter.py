@@ -97,10 +97,10 @@ def test_reserved_capacity_weighs_more_than_on_demand(prod: Synthesis) -> None:
     assert pools["l40s-reserved"]["spec"]["weight"] > pools["l4-eval"]["spec"]["weight"]
 
 
-def test_node_pool_limits_are_the_pool_s_maximum_physical_gpus(prod: Synthesis) -> None:
+def test_node_pool_limits_are_the_pool_s_maximum_nodes_and_gpu_slots(prod: Synthesis) -> None:
     pools = objects(prod, NODE_POOL)
-    assert pools["l4-eval"]["spec"]["limits"] == {"nvidia.com/gpu": "3"}
-    assert pools["l40s-reserved"]["spec"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert pools["l4-eval"]["spec"]["limits"] == {"nodes": "3", "nvidia.com/gpu": "3"}
+    assert pools["l40s-reserved"]["spec"]["limits"] == {"nodes": "2", "nvidia.com/gpu": "8"}
 
 
 def test_nodes_go_only_when_empty_and_never_expire_under_a_job(prod: Synthesis) -> None:
@@ -177,6 +177,16 @@ def test_the_controller_is_the_pinned_oci_chart_on_the_system_nodes(prod: Synthe
     assert (found["chart"], found["version"], found["namespace"]) == ("oci://public.ecr.aws/karpenter/karpenter", "1.14.1", "kube-system")
     assert found["values"]["nodeSelector"] == {"gpu-platform.io/role": "system"}
     assert found["values"]["settings"] == {"clusterName": "ml-prod", "interruptionQueue": "ml-prod-karpenter"}
+
+
+def test_the_crds_are_the_karpenter_crd_chart_s_which_helm_upgrades_and_the_controller_skips_its_own(prod: Synthesis) -> None:
+    [crds] = [r for r in prod.by_type(RELEASE) if r["inputs"]["name"] == "karpenter-crd"]
+    inputs = crds["inputs"]
+    assert (inputs["chart"], inputs["version"], inputs["namespace"]) == ("oci://public.ecr.aws/karpenter/karpenter-crd", "1.14.1", "kube-system")
+    assert release(prod)["skipCrds"] is True
+    crd_key = f"{RELEASE}::{crds['name']}"
+    dependents = [r for r in prod.resources if r["type"] in (NODE_POOL, NODE_CLASS) or r["inputs"].get("name") == "karpenter"]
+    assert len(dependents) == 5 and all(crd_key in r["options"]["dependsOn"] for r in dependents)
 
 
 def test_the_controller_values_are_keys_the_chart_reads(prod: Synthesis) -> None:
@@ -271,6 +281,16 @@ def test_the_karpenter_node_role_joins_through_an_ec2_linux_access_entry(prod: S
     assert entry["principalArn"] == f"arn:aws:iam::000000000000:role/{KARPENTER}-node"
 
 
+def test_the_karpenter_node_role_holds_upstream_s_node_policies_ssm_included(prod: Synthesis) -> None:
+    # KarpenterNodeRole of the v1.14 getting-started CloudFormation, less the CNI policy (vpc-cni's IRSA role has it).
+    attached = {
+        r["inputs"]["policyArn"].rsplit("/", 1)[-1]
+        for r in prod.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r["name"].startswith(f"{KARPENTER}-node-")
+    }
+    assert attached == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"}
+
+
 def test_a_stack_without_karpenter_declares_none_of_it(synthesized: Any) -> None:
     result: Synthesis = synthesized("prod-aws")
     assert not result.by_type(NODE_POOL) and not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "karpenter"]
@@ -281,6 +301,21 @@ def test_the_dev_aws_karpenter_stack_has_node_pools_and_no_autoscaler(synthesize
     assert set(objects(result, NODE_POOL)) == {"l4-shared", "l4-train"}
     assert not [r for r in result.by_type(RELEASE) if r["inputs"]["name"] == "cluster-autoscaler"]
 
+
+def test_a_pinned_ami_alias_is_every_node_class_s_and_validates(tmp_path: Any) -> None:
+    config = prod_aws_karpenter_config()
+    config["gpu-platform:platform"]["aws"]["karpenter"] = {"amiAlias": "al2023@v20240807"}
+    path = tmp_path / "Pulumi.prod-aws-karpenter.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    classes = [r for r in offline.synthesize(str(path), REPO)[2].kubernetes_objects() if r["kind"] == "EC2NodeClass"]
+    assert len(classes) == 2 and all(c["spec"]["amiSelectorTerms"] == [{"alias": "al2023@v20240807"}] for c in classes)
+    for obj in classes:
+        jsonschema.validate(obj, crd_schema(obj["apiVersion"], obj["kind"]))
+
+
+def test_a_time_sliced_node_pool_limits_its_nodes_and_the_slots_they_report(synthesized: Any) -> None:
+    # l4-shared: 4 g6.xlarge, one L4 each shared 4 ways.
+    assert objects(synthesized("dev-aws-karpenter"), NODE_POOL)["l4-shared"]["spec"]["limits"] == {"nodes": "4", "nvidia.com/gpu": "16"}
 
 
 def test_weights_take_reserved_before_spot_before_on_demand(prod: Synthesis, synthesized: Any) -> None:

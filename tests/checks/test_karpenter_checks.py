@@ -93,6 +93,18 @@ def test_a_bottlerocket_karpenter_pool_is_refused() -> None:
     assert "platform.nodePools[2].amiType" in found
 
 
+def test_an_ami_alias_that_is_no_al2023_release_is_refused() -> None:
+    found = platform_problems(lambda p: p["aws"].update(karpenter={"amiAlias": "al2023@latest"}))
+    assert found == {"platform.aws.karpenter.amiAlias": "expected an AL2023 release alias like al2023@v20240807, got 'al2023@latest'"}
+
+
+def test_an_ami_alias_without_karpenter_is_refused() -> None:
+    def autoscaler(platform: dict[str, Any]) -> None:
+        platform["aws"].update(provisioner="cluster-autoscaler", karpenter={"amiAlias": "al2023@v20240807"})
+
+    assert "platform.aws.karpenter.amiAlias" in platform_problems(autoscaler)
+
+
 def test_a_reservation_by_resource_group_is_refused_for_karpenter() -> None:
     arn = "arn:aws:resource-groups:us-east-1:111122223333:group/cr-group"
     found = platform_problems(lambda p: p["nodePools"][3].update(reservation=arn))
@@ -149,8 +161,34 @@ def test_limits_below_one_job_s_gpus_fail_naming_the_node_pool_and_figures(
     messages = [message for _, message in violations("job-fits-pool", variant[0], records)]
     assert (
         "pool l40s-reserved, job 2 node(s) x 4 GPU(s): NodePool l40s-reserved's limits allow 4 nvidia.com/gpu; one job "
-        "needs 2 g6e.12xlarge node(s), 8 GPUs: Karpenter stops launching below that"
+        "needs 2 g6e.12xlarge node(s), which report 8 nvidia.com/gpu: Karpenter stops launching below that"
     ) in messages
+
+
+def test_a_node_limit_below_one_job_s_nodes_fails_naming_the_node_pool_and_figures(
+    variant: tuple[PlatformSpec, Synthesis], records: Records
+) -> None:
+    spec_of("l40s-reserved", records)["limits"]["nodes"] = "1"
+    messages = [message for _, message in violations("job-fits-pool", variant[0], records)]
+    assert (
+        "pool l40s-reserved, job 2 node(s) x 4 GPU(s): NodePool l40s-reserved's limits allow 1 nodes; one job "
+        "needs 2 g6e.12xlarge node(s): Karpenter stops launching below that"
+    ) in messages
+
+
+def test_a_time_sliced_node_pool_s_gpu_limit_counts_the_slots_its_nodes_report() -> None:
+    # dev-aws-karpenter's l4-shared: 4 g6.xlarge, each L4 time-sliced 4 ways. A GPU limit of its
+    # 4 physical GPUs is spent by the first node once it reports 4 slots.
+    spec, result = offline.synthesize(str(REPO / "stacks/Pulumi.dev-aws-karpenter.yaml"), REPO)[1:]
+    declared = copy.deepcopy(result.resources)
+    spec_of("l4-shared", declared)["limits"] = {"nvidia.com/gpu": "4"}
+    messages = {message for _, message in violations("job-fits-pool", spec, declared)}
+    assert any(
+        "NodePool l4-shared's limits admit 1 g6.xlarge node(s) as Karpenter counts them (4 nvidia.com/gpu each once "
+        "initialized), below the pool's maxNodes 4" in m
+        for m in messages
+    )
+    assert violations("job-fits-pool", spec, copy.deepcopy(result.resources)) == []
 
 
 def test_a_reserved_node_pool_without_a_reservation_to_serve_it_launches_nothing(
@@ -196,8 +234,16 @@ def test_spot_node_pools_are_spot_capacity_for_the_spot_rule(variant: tuple[Plat
     ]
 
 
-def test_a_node_pool_s_maximum_nodes_come_from_its_gpu_limit(variant: tuple[PlatformSpec, Synthesis], records: Records) -> None:
-    spec_of("l4-eval", records)["limits"]["nvidia.com/gpu"] = "100"
+def test_a_node_pool_s_maximum_nodes_come_from_its_node_limit(variant: tuple[PlatformSpec, Synthesis], records: Records) -> None:
+    spec_of("l4-eval", records)["limits"] = {"nodes": "100", "nvidia.com/gpu": "100"}
+    found = violations("gpu-pool-max-nodes", variant[0], records)
+    assert [r for r, _ in found] == ["kubernetes:karpenter.sh/v1:NodePool::ml-prod-karpenter-l4-eval-nodepool"]
+
+
+def test_without_a_node_limit_a_node_pool_s_maximum_nodes_come_from_its_gpu_limit(
+    variant: tuple[PlatformSpec, Synthesis], records: Records
+) -> None:
+    spec_of("l4-eval", records)["limits"] = {"nvidia.com/gpu": "100"}
     found = violations("gpu-pool-max-nodes", variant[0], records)
     assert [r for r, _ in found] == ["kubernetes:karpenter.sh/v1:NodePool::ml-prod-karpenter-l4-eval-nodepool"]
 

@@ -2,10 +2,10 @@
 node (kubernetes-sigs/karpenter and aws/karpenter-provider-aws at v1.14.1): the NodePool's
 requirements intersected with the instance types (the catalog's, as Karpenter's come from
 DescribeInstanceTypes) and the capacity types the EC2NodeClass can serve, its labels and taints
-on the node, GPUs from the instance type, `limits` against the GPUs of the nodes one job needs,
-and allocatable as Karpenter's overhead model computes it (facts.karpenter: VM memory overhead,
-kube-reserved, system-reserved and the hard eviction threshold, with the EC2NodeClass's kubelet
-settings where it sets them). The real node, as its kubelet computes allocatable, is judged too.
+on the node, GPUs from the instance type, `limits` (nodes, and GPUs as initialized nodes report
+them) against the nodes one job needs, Karpenter's overhead model computes it (facts.karpenter: VM memory overhead, kube-reserved,
+system-reserved and the hard eviction threshold, with the EC2NodeClass's kubelet settings where it
+sets them). The real node, as its kubelet computes allocatable, is judged too.
 """
 
 from __future__ import annotations
@@ -53,10 +53,26 @@ class DeclaredNodePool:
     def requirements(self) -> list[Mapping[str, Any]]:
         return [mapping(r) for r in items(get(self.spec, "template", "spec", "requirements"))]
 
+    def limit(self, resource: str) -> int | None:
+        value = get(self.spec, "limits", resource)
+        return int_or_none(value) if is_known(value) else None
+
     @property
     def gpu_limit(self) -> int | None:
-        limit = get(self.spec, "limits", GPU_RESOURCE)
-        return int_or_none(limit) if is_known(limit) else None
+        return self.limit(GPU_RESOURCE)
+
+    @property
+    def node_limit(self) -> int | None:
+        return self.limit(facts.NODES_LIMIT)
+
+    def max_nodes(self, gpus_counted: int) -> int | None:
+        """Nodes the limits admit when each counts `gpus_counted` nvidia.com/gpu; None: no limit.
+        `nodes` counts 1 a node; an initialized node counts the GPUs its status reports
+        (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/state/statenode.go Capacity)."""
+        gpu_limit = self.gpu_limit
+        bounds = [self.node_limit, gpu_limit // gpus_counted if gpu_limit is not None and gpus_counted else None]
+        known = [b for b in bounds if b is not None]
+        return min(known) if known else None
 
 
 def declared_node_pools(resources: Sequence[Resource]) -> list[DeclaredNodePool]:
@@ -220,15 +236,28 @@ def _shape_views(
         daemonsets = cluster.daemonsets(labels, taints, shape.name)
         slots = cluster.gpu_slots(labels, taints, physical, pool.gpu.mig_profiles.get(pool.mig_profile or "", 1))
         extended = {GPU_RESOURCE: physical if slots is None else slots}
-    limit = node_pool.gpu_limit
-    max_nodes = None if limit is None or not physical else limit // physical
+    # Once initialized a node counts against the GPU limit with what it reports: its slots.
+    reported = physical if extended is None else extended[GPU_RESOURCE]
+    max_nodes = node_pool.max_nodes(reported)
     blocked: list[str] = []
-    if limit is not None and extended is not None:
-        nodes = _nodes_for(pod, extended[GPU_RESOURCE])
-        if nodes * physical > limit:
+    if extended is not None:
+        nodes = _nodes_for(pod, reported)
+        gpu_limit, node_limit = node_pool.gpu_limit, node_pool.node_limit
+        if node_limit is not None and nodes > node_limit:
             blocked.append(
-                f"NodePool {node_pool.name}'s limits allow {limit} {GPU_RESOURCE}; one job needs {nodes} {shape.name} "
-                f"node(s), {nodes * physical} GPUs: Karpenter stops launching below that"
+                f"NodePool {node_pool.name}'s limits allow {node_limit} nodes; one job needs {nodes} {shape.name} "
+                "node(s): Karpenter stops launching below that"
+            )
+        if max_nodes is not None and max_nodes < pool.max_nodes:
+            # Kueue's quotas count the pool's maxNodes of slots; nodes past this never come.
+            blocked.append(
+                f"NodePool {node_pool.name}'s limits admit {max_nodes} {shape.name} node(s) as Karpenter counts them "
+                f"({reported} {GPU_RESOURCE} each once initialized), below the pool's maxNodes {pool.max_nodes}"
+            )
+        if gpu_limit is not None and nodes * reported > gpu_limit:
+            blocked.append(
+                f"NodePool {node_pool.name}'s limits allow {gpu_limit} {GPU_RESOURCE}; one job needs {nodes} {shape.name} "
+                f"node(s), which report {nodes * reported} {GPU_RESOURCE}: Karpenter stops launching below that"
             )
     used = sum(daemonsets.values(), node_resources.NOTHING)
 

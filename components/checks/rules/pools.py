@@ -86,14 +86,14 @@ def _gke_pool(res: Resource) -> PoolView | None:
 
 def _karpenter_pool(node_pool: DeclaredNodePool) -> PoolView:
     """A NodePool: no minimum (Karpenter launches for pending pods only), at most as many nodes of
-    its largest admitted type as its GPU limit holds; no limit, no maximum."""
+    its largest admitted type as its `nodes` limit and its GPU limit (counted in physical GPUs, as a
+    launching node counts) both hold; no limit, no maximum."""
     gpus = max((shape.gpus_per_node for shape in instance_types(node_pool)), default=0)
-    limit = node_pool.gpu_limit
     return PoolView(
         resource=node_pool.resource,
         gpus_per_node=gpus,
         min_nodes=0,
-        max_nodes=limit // gpus if limit is not None and gpus else None,
+        max_nodes=node_pool.max_nodes(gpus),
         tainted=_has_gpu_taint(_get(node_pool.spec, "template", "spec", "taints")),
     )
 
