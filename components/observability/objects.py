@@ -25,10 +25,13 @@ TRAINER_METRICS_PORT = 9400 + 8
 TRAINER_PORT_NAME = "metrics"
 # Set by JobSet on every pod of a JobSet (kubernetes-sigs/jobset@v0.12.0 api: JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-# Rank 0 runs in the first pod of the first Job: JobSet's job index (jobset@v0.12.0 JobIndexKey)
-# and the Indexed Job's completion index (Kubernetes 1.28+ pod label) are both 0 there. Only
-# that pod is scraped; the other pods declare the port but serve nothing.
-RANK_ZERO_POD: dict[str, str] = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+# Every pod of every JobSet is scraped, not one chosen by index: global rank 0 (the one process
+# that serves, trainer.metrics_server) runs on whichever node torchrun's c10d rendezvous numbers
+# 0, and c10d numbers nodes by its sorted participant list, not by JobSet job index or Indexed Job
+# completion index (torch 2.13 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:833,
+# `enumerate(sorted(state.participants))`, participants keyed by address; docs/scheduling.md). The other pods declare the port but serve
+# nothing, so their targets read up=0; no rule or dashboard reads `up` for trainers (tests/observability checks it).
+TRAINER_PODS: dict[str, Any] = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
 # The grafana subchart's dashboard sidecar loads ConfigMaps with this label (its default,
 # kube-prometheus-stack values grafana.sidecar.dashboards.label).
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -123,10 +126,7 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
         "metadata": _metadata("trainer", NAMESPACE),
         "spec": {
             "namespaceSelector": {"any": True},
-            "selector": {
-                "matchLabels": RANK_ZERO_POD,
-                "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
-            },
+            "selector": TRAINER_PODS,
             "podMetricsEndpoints": [
                 {
                     "port": TRAINER_PORT_NAME,
@@ -153,10 +153,7 @@ def gmp_scrape_objects() -> list[dict[str, Any]]:
             "kind": "ClusterPodMonitoring",
             "metadata": _metadata("trainer"),
             "spec": {
-                "selector": {
-                    "matchLabels": RANK_ZERO_POD,
-                    "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
-                },
+                "selector": TRAINER_PODS,
                 "endpoints": [{"port": TRAINER_PORT_NAME, "interval": "15s"}],
                 "targetLabels": {"fromPod": [{"from": JOBSET_NAME_LABEL, "to": "jobset"}]},
             },

@@ -2,7 +2,9 @@
 
 Served by prometheus-client on TRAINER_METRICS_PORT (the job renderer sets it and exposes the
 port; unset or 0: no endpoint, as in local runs). Other ranks serve nothing: every rank would
-report the same global figures.
+report the same global figures. Global rank 0 (GROUP_RANK 0, LOCAL_RANK 0) lands on whichever pod
+c10d numbers first, so the platform scrapes every pod of a job and only that one answers
+(components.observability.objects.TRAINER_PODS).
 
 Goodput, the trainer's part (docs/observability.md): the share of this process's wall time spent
 in training steps that a finished checkpoint has made permanent. Steps after the last checkpoint
