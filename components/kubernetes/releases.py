@@ -49,6 +49,13 @@ def device_plugin_values(pools: list[Pool]) -> dict[str, Any]:
     }
 
 
+# Where the exporter's pod finds the counters file (a directory of our own, so the image's
+# /etc/dcgm-exporter/default-counters.csv stays as shipped).
+DCGM_COUNTERS_VOLUME = "gpu-platform-counters"
+DCGM_COUNTERS_DIR = "/etc/dcgm-exporter/gpu-platform"
+DCGM_COUNTERS_FILE = "counters.csv"
+
+
 def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any]:
     """Values of the dcgm-exporter chart: GPU nodes only, a ServiceMonitor only where asked.
 
@@ -59,10 +66,25 @@ def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any
         "affinity": gpu_node_affinity(pools),
         "tolerations": gpu_tolerations(pools),
         "serviceMonitor": {"enabled": spec.monitoring.service_monitor},
-        # The default counters plus the ECC and throttling ones the alerts read, from the
-        # ConfigMap the chart makes of `customMetrics` (read through `-m namespace:name`).
+        # The default counters plus the ECC, throttling and XID-count ones the alerts read, in
+        # the ConfigMap the chart makes of `customMetrics` (key `metrics`, 4.8.2
+        # templates/metrics-configmap.yaml), mounted as a file and read with `-f`. Not `-m
+        # namespace:name`: that reads the ConfigMap through the API, but the chart mounts no
+        # service account token unless pod labels/UIDs or DRA are on (templates/daemonset.yaml
+        # automountServiceAccountToken), and without one the exporter silently falls back to
+        # its built-in list (internal/pkg/counters/counter_config.go).
         "customMetrics": dcgm_counters_csv(),
-        "arguments": ["-m", f"{charts.DCGM_EXPORTER.namespace}:{DCGM_COUNTERS_CONFIG_MAP}"],
+        "extraConfigMapVolumes": [
+            {
+                "name": DCGM_COUNTERS_VOLUME,
+                "configMap": {
+                    "name": DCGM_COUNTERS_CONFIG_MAP,
+                    "items": [{"key": "metrics", "path": DCGM_COUNTERS_FILE}],
+                },
+            }
+        ],
+        "extraVolumeMounts": [{"name": DCGM_COUNTERS_VOLUME, "mountPath": DCGM_COUNTERS_DIR, "readOnly": True}],
+        "arguments": ["-f", f"{DCGM_COUNTERS_DIR}/{DCGM_COUNTERS_FILE}"],
     }
 
 
