@@ -136,12 +136,20 @@ _RESOURCES: dict[str, Any] = {"quotaCheckStrategy": "IgnoreUndeclared"}
 _FAIR_SHARING: dict[str, Any] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
+# Configuration `metrics.enableClusterQueueResources` (apis/config/v1beta2 ControllerMetrics):
+# without it Kueue reports no kueue_cluster_queue_resource_usage, reservation or nominal quota
+# gauges (kubernetes-sigs/kueue@v0.19.2 cmd/kueue/main.go, pkg/controller/core/core.go), which
+# the cost records read (components.observability.rules.cost_records).
+_METRICS: dict[str, Any] = {**_CHART_CONFIGURATION["metrics"], "enableClusterQueueResources": True}
+
+
 def kueue_configuration(spec: PlatformSpec) -> dict[str, Any]:
     """The chart's configuration, plus: Kueue manages every job in the team namespaces, whether or
     not it names a queue (`manageJobsWithoutQueueName` with `managedJobsNamespaceSelector`,
     Kueue docs "Enforce Kueue management of workloads"); other namespaces, kube-system and the
     platform's own among them, stay outside. Jobs without a queue label go to the namespace's
-    `default` LocalQueue (components.kubernetes.queues.DEFAULT_LOCAL_QUEUE)."""
+    `default` LocalQueue (components.kubernetes.queues.DEFAULT_LOCAL_QUEUE). ClusterQueue
+    resource metrics are on, for the cost records."""
     configuration: dict[str, Any] = {
         **_CHART_CONFIGURATION,
         "manageJobsWithoutQueueName": True,
@@ -151,6 +159,7 @@ def kueue_configuration(spec: PlatformSpec) -> dict[str, Any]:
             ]
         },
         "resources": _RESOURCES,
+        "metrics": _METRICS,
     }
     if spec.scheduling.fair_sharing.enabled:
         configuration["fairSharing"] = _FAIR_SHARING
