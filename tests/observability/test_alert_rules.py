@@ -62,7 +62,12 @@ def test_every_alert_has_a_unit_test() -> None:
 @pytest.mark.parametrize(
     ("alert", "wrong"),
     [
-        ("GpuFellOffTheBus", "DCGM_FI_DEV_XID_ERRORS == 13"),
+        ("GpuFellOffTheBus", 'DCGM_EXP_XID_ERRORS_COUNT{xid="13"} > 0'),
+        # The last-XID gauge never returns to 0: alerts on it never resolve.
+        ("GpuFellOffTheBus", "DCGM_FI_DEV_XID_ERRORS == 79"),
+        ("GpuXidError", "DCGM_FI_DEV_XID_ERRORS != 0 and DCGM_FI_DEV_XID_ERRORS != 79"),
+        # Without the exporter's namespace excluded, an unallocated GPU counts as an idle pod's.
+        ("GpuAllocatedButIdle", 'max by (namespace, pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{pod!=""}) < 0.01'),
         ("NodeNotReady", 'kube_node_status_condition{condition="Ready", status="true"} == 1'),
         ("TrainingJobStalled", "(time() - trainer_last_step_timestamp_seconds) > 10 * 3600"),
     ],
