@@ -43,12 +43,27 @@ KUEUE_METRICS_READER = "kueue-metrics-reader"
 DCGM_COUNTERS_CONFIG_MAP = "exporter-metrics-config-map"
 
 
+# Control-plane parts the chart scrapes, and alerts on when they are absent, by default
+# (kube-prometheus-stack 88.5.3 values kubeControllerManager/kubeScheduler/kubeEtcd/kubeProxy
+# `enabled: true`; templates/prometheus/rules-1.14/kubernetes-system-*.yaml, etcd.yaml), with
+# their default rule groups (values defaultRules.rules.*). EKS runs the control plane out of the
+# cluster's reach, and its kube-proxy serves metrics on 127.0.0.1 only, so on EKS these targets
+# are always down and KubeControllerManagerDown, KubeSchedulerDown, etcd and KubeProxyDown fire
+# for ever.
+EKS_UNREACHABLE: dict[str, tuple[str, ...]] = {
+    "kubeControllerManager": ("kubeControllerManager",),
+    "kubeScheduler": ("kubeSchedulerAlerting", "kubeSchedulerRecording"),
+    "kubeEtcd": ("etcd",),
+    "kubeProxy": ("kubeProxy",),
+}
+
+
 def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
     """Prometheus selects every ServiceMonitor, PodMonitor and PrometheusRule in the cluster
     (the chart's default selects only its own release's), keeps `retention`, and Grafana is
-    on where the spec asks."""
+    on where the spec asks. On EKS the control-plane parts it cannot reach are off."""
     obs = spec.observability
-    return {
+    values: dict[str, Any] = {
         "prometheus": {
             "serviceAccount": {"name": PROMETHEUS_SERVICE_ACCOUNT},
             "prometheusSpec": {
@@ -60,6 +75,12 @@ def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
         },
         "grafana": {"enabled": obs.grafana_on(spec.cloud)},
     }
+    if spec.cloud == "aws":
+        values.update({component: {"enabled": False} for component in EKS_UNREACHABLE})
+        values["defaultRules"] = {
+            "rules": {rule: False for rules in EKS_UNREACHABLE.values() for rule in rules}
+        }
+    return values
 
 
 def dcgm_counters_csv() -> str:

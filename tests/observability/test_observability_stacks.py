@@ -107,3 +107,29 @@ def test_defaults_are_the_chart_off_gke_and_managed_on_it() -> None:
     )
     gcp = spec_of(stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"])
     assert (gcp.observability.backend(gcp.cloud), gcp.observability.grafana_on(gcp.cloud)) == ("managed", False)
+
+
+def _prometheus_values(synthesis: synth.Synthesis) -> dict[str, Any]:
+    [values] = [r["inputs"]["values"] for r in synthesis.by_type(HELM) if r["inputs"]["name"] == charts.KUBE_PROMETHEUS_STACK.name]
+    return values
+
+
+# kube-prometheus-stack 88.5.3 values.yaml: the components EKS hides and their default rule groups.
+EKS_HIDDEN = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+EKS_HIDDEN_RULES = ("kubeControllerManager", "kubeSchedulerAlerting", "kubeSchedulerRecording", "etcd", "kubeProxy")
+
+
+def test_eks_scrapes_and_alerts_on_no_control_plane_part_it_cannot_reach() -> None:
+    values = _prometheus_values(_stack("dev-aws"))
+    assert {name: values[name]["enabled"] for name in EKS_HIDDEN} == dict.fromkeys(EKS_HIDDEN, False)
+    assert values["defaultRules"]["rules"] == dict.fromkeys(EKS_HIDDEN_RULES, False)
+    keys = json.loads((REPO / "tests/data/charts/kube-prometheus-stack-88.5.3.keys.json").read_text())
+    assert charts.unknown_values_keys(values, keys) == []
+    defaults = json.loads((REPO / "tests/data/charts/kube-prometheus-stack-88.5.3.defaults.json").read_text())["defaults"]
+    assert all(defaults[name]["enabled"] is True for name in EKS_HIDDEN)
+    assert all(defaults["defaultRules"]["rules"][rule] is True for rule in EKS_HIDDEN_RULES)
+
+
+def test_an_existing_cluster_keeps_the_chart_s_control_plane_scrapes() -> None:
+    values = _prometheus_values(synthesize_onprem(onprem_platform()))
+    assert not set(EKS_HIDDEN) & set(values) and "defaultRules" not in values
