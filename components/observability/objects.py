@@ -167,7 +167,8 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
 
 def gmp_scrape_objects() -> list[dict[str, Any]]:
     """GKE: the trainers through ClusterPodMonitoring; DCGM, kube-state-metrics and node
-    metrics come from GKE's managed packages (components.gcp.cluster enables them)."""
+    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue
+    through a PodMonitoring with a token (components.observability.gmp_kueue)."""
     return [
         {
             "apiVersion": GMP_API,
