@@ -162,6 +162,7 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_committed_seconds_total",
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
+        "trainer_job_start_timestamp_seconds",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

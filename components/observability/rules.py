@@ -158,13 +158,16 @@ def queue_alerts(spec: PlatformSpec, tiers: tuple[PriorityTierSpec, ...]) -> lis
 
 
 def goodput_records() -> list[dict[str, Any]]:
-    """The trainer's goodput over an hour, per job (all ranks' processes and restarts)."""
+    """The trainer's goodput over an hour, per job: committed step time of every attempt over
+    the job's elapsed time in that hour (since its first start, trainer.job_clock, at most the
+    hour), so time with no trainer process alive (between attempts, requeued) is badput. The
+    start is taken over the hour, so the ratio stays defined while no attempt is running."""
     by = "namespace, jobset"
     return [
         {
             "record": "job:trainer_goodput:ratio1h",
             "expr": f"sum by ({by}) (increase(trainer_committed_seconds_total[1h]))"
-            f" / sum by ({by}) (increase(trainer_wall_seconds_total[1h]))",
+            f" / clamp_max(time() - max by ({by}) (max_over_time(trainer_job_start_timestamp_seconds[1h])), 3600)",
         },
         {
             "record": "job:trainer_badput_seconds:increase1h",

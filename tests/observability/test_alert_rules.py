@@ -78,6 +78,15 @@ def test_a_wrong_expression_fails_the_unit_tests(tmp_path: Path, alert: str, wro
     assert alert in _unit_test(tmp_path, groups)
 
 
+def test_goodput_over_process_wall_time_misses_the_time_between_attempts(tmp_path: Path) -> None:
+    groups = onprem_rule_groups()
+    [record] = [r for g in groups for r in g["rules"] if r.get("record") == "job:trainer_goodput:ratio1h"]
+    by = "namespace, jobset"
+    record["expr"] = (f"sum by ({by}) (increase(trainer_committed_seconds_total[1h]))"
+                      f" / sum by ({by}) (increase(trainer_wall_seconds_total[1h]))")
+    assert 'jobset="restarts"' in _unit_test(tmp_path, groups)
+
+
 def test_every_rule_names_only_published_metrics() -> None:
     rules = [rule for group in onprem_rule_groups() for rule in group["rules"]]
     recorded = [rule["record"] for rule in rules if "record" in rule]
