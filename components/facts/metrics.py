@@ -39,14 +39,17 @@ DCGM_DEFAULT: frozenset[str] = frozenset(
     }
 )
 # Same file, commented out there: the counters the platform turns on too (the chart's
-# `customMetrics` replaces the list, so it is the default list plus these). Double-bit ECC and
-# thermal violation time are what the GPU alerts read.
+# `customMetrics` replaces the list, so it is the default list plus these). Double-bit ECC,
+# thermal violation time and the windowed XID count are what the GPU alerts read.
 DCGM_ADDED: tuple[tuple[str, str], ...] = (
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter"),
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter"),
     ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter"),
     ("DCGM_FI_DEV_POWER_VIOLATION", "counter"),
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge"),
+    # XIDs per GPU and XID in the last window (csv: "reported XIDs during last window"): what the
+    # XID alerts read, since DCGM_FI_DEV_XID_ERRORS keeps the last XID forever.
+    ("DCGM_EXP_XID_ERRORS_COUNT", "counter"),
 )
 DCGM: frozenset[str] = DCGM_DEFAULT | {name for name, _ in DCGM_ADDED}
 
@@ -159,6 +162,7 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_committed_seconds_total",
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
+        "trainer_job_start_timestamp_seconds",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

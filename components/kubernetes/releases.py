@@ -49,6 +49,13 @@ def device_plugin_values(pools: list[Pool]) -> dict[str, Any]:
     }
 
 
+# Where the exporter's pod finds the counters file (a directory of our own, so the image's
+# /etc/dcgm-exporter/default-counters.csv stays as shipped).
+DCGM_COUNTERS_VOLUME = "gpu-platform-counters"
+DCGM_COUNTERS_DIR = "/etc/dcgm-exporter/gpu-platform"
+DCGM_COUNTERS_FILE = "counters.csv"
+
+
 def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any]:
     """Values of the dcgm-exporter chart: GPU nodes only, a ServiceMonitor only where asked.
 
@@ -59,10 +66,25 @@ def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any
         "affinity": gpu_node_affinity(pools),
         "tolerations": gpu_tolerations(pools),
         "serviceMonitor": {"enabled": spec.monitoring.service_monitor},
-        # The default counters plus the ECC and throttling ones the alerts read, from the
-        # ConfigMap the chart makes of `customMetrics` (read through `-m namespace:name`).
+        # The default counters plus the ECC, throttling and XID-count ones the alerts read, in
+        # the ConfigMap the chart makes of `customMetrics` (key `metrics`, 4.8.2
+        # templates/metrics-configmap.yaml), mounted as a file and read with `-f`. Not `-m
+        # namespace:name`: that reads the ConfigMap through the API, but the chart mounts no
+        # service account token unless pod labels/UIDs or DRA are on (templates/daemonset.yaml
+        # automountServiceAccountToken), and without one the exporter silently falls back to
+        # its built-in list (internal/pkg/counters/counter_config.go).
         "customMetrics": dcgm_counters_csv(),
-        "arguments": ["-m", f"{charts.DCGM_EXPORTER.namespace}:{DCGM_COUNTERS_CONFIG_MAP}"],
+        "extraConfigMapVolumes": [
+            {
+                "name": DCGM_COUNTERS_VOLUME,
+                "configMap": {
+                    "name": DCGM_COUNTERS_CONFIG_MAP,
+                    "items": [{"key": "metrics", "path": DCGM_COUNTERS_FILE}],
+                },
+            }
+        ],
+        "extraVolumeMounts": [{"name": DCGM_COUNTERS_VOLUME, "mountPath": DCGM_COUNTERS_DIR, "readOnly": True}],
+        "arguments": ["-f", f"{DCGM_COUNTERS_DIR}/{DCGM_COUNTERS_FILE}"],
     }
 
 
@@ -114,12 +136,20 @@ _RESOURCES: dict[str, Any] = {"quotaCheckStrategy": "IgnoreUndeclared"}
 _FAIR_SHARING: dict[str, Any] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
+# Configuration `metrics.enableClusterQueueResources` (apis/config/v1beta2 ControllerMetrics):
+# without it Kueue reports no kueue_cluster_queue_resource_usage, reservation or nominal quota
+# gauges (kubernetes-sigs/kueue@v0.19.2 cmd/kueue/main.go, pkg/controller/core/core.go), which
+# the cost records read (components.observability.rules.cost_records).
+_METRICS: dict[str, Any] = {**_CHART_CONFIGURATION["metrics"], "enableClusterQueueResources": True}
+
+
 def kueue_configuration(spec: PlatformSpec) -> dict[str, Any]:
     """The chart's configuration, plus: Kueue manages every job in the team namespaces, whether or
     not it names a queue (`manageJobsWithoutQueueName` with `managedJobsNamespaceSelector`,
     Kueue docs "Enforce Kueue management of workloads"); other namespaces, kube-system and the
     platform's own among them, stay outside. Jobs without a queue label go to the namespace's
-    `default` LocalQueue (components.kubernetes.queues.DEFAULT_LOCAL_QUEUE)."""
+    `default` LocalQueue (components.kubernetes.queues.DEFAULT_LOCAL_QUEUE). ClusterQueue
+    resource metrics are on, for the cost records."""
     configuration: dict[str, Any] = {
         **_CHART_CONFIGURATION,
         "manageJobsWithoutQueueName": True,
@@ -129,6 +159,7 @@ def kueue_configuration(spec: PlatformSpec) -> dict[str, Any]:
             ]
         },
         "resources": _RESOURCES,
+        "metrics": _METRICS,
     }
     if spec.scheduling.fair_sharing.enabled:
         configuration["fairSharing"] = _FAIR_SHARING

@@ -25,10 +25,13 @@ TRAINER_METRICS_PORT = 9400 + 8
 TRAINER_PORT_NAME = "metrics"
 # Set by JobSet on every pod of a JobSet (kubernetes-sigs/jobset@v0.12.0 api: JobSetNameKey).
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-# Rank 0 runs in the first pod of the first Job: JobSet's job index (jobset@v0.12.0 JobIndexKey)
-# and the Indexed Job's completion index (Kubernetes 1.28+ pod label) are both 0 there. Only
-# that pod is scraped; the other pods declare the port but serve nothing.
-RANK_ZERO_POD: dict[str, str] = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+# Every pod of every JobSet is scraped, not one chosen by index: global rank 0 (the one process
+# that serves, trainer.metrics_server) runs on whichever node torchrun's c10d rendezvous numbers
+# 0, and c10d numbers nodes by its sorted participant list, not by JobSet job index or Indexed Job
+# completion index (torch 2.13 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:833,
+# `enumerate(sorted(state.participants))`, participants keyed by address; docs/scheduling.md). The other pods declare the port but serve
+# nothing, so their targets read up=0; no rule or dashboard reads `up` for trainers (tests/observability checks it).
+TRAINER_PODS: dict[str, Any] = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
 # The grafana subchart's dashboard sidecar loads ConfigMaps with this label (its default,
 # kube-prometheus-stack values grafana.sidecar.dashboards.label).
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -40,12 +43,27 @@ KUEUE_METRICS_READER = "kueue-metrics-reader"
 DCGM_COUNTERS_CONFIG_MAP = "exporter-metrics-config-map"
 
 
+# Control-plane parts the chart scrapes, and alerts on when they are absent, by default
+# (kube-prometheus-stack 88.5.3 values kubeControllerManager/kubeScheduler/kubeEtcd/kubeProxy
+# `enabled: true`; templates/prometheus/rules-1.14/kubernetes-system-*.yaml, etcd.yaml), with
+# their default rule groups (values defaultRules.rules.*). EKS runs the control plane out of the
+# cluster's reach, and its kube-proxy serves metrics on 127.0.0.1 only, so on EKS these targets
+# are always down and KubeControllerManagerDown, KubeSchedulerDown, etcd and KubeProxyDown fire
+# for ever.
+EKS_UNREACHABLE: dict[str, tuple[str, ...]] = {
+    "kubeControllerManager": ("kubeControllerManager",),
+    "kubeScheduler": ("kubeSchedulerAlerting", "kubeSchedulerRecording"),
+    "kubeEtcd": ("etcd",),
+    "kubeProxy": ("kubeProxy",),
+}
+
+
 def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
     """Prometheus selects every ServiceMonitor, PodMonitor and PrometheusRule in the cluster
     (the chart's default selects only its own release's), keeps `retention`, and Grafana is
-    on where the spec asks."""
+    on where the spec asks. On EKS the control-plane parts it cannot reach are off."""
     obs = spec.observability
-    return {
+    values: dict[str, Any] = {
         "prometheus": {
             "serviceAccount": {"name": PROMETHEUS_SERVICE_ACCOUNT},
             "prometheusSpec": {
@@ -57,6 +75,12 @@ def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
         },
         "grafana": {"enabled": obs.grafana_on(spec.cloud)},
     }
+    if spec.cloud == "aws":
+        values.update({component: {"enabled": False} for component in EKS_UNREACHABLE})
+        values["defaultRules"] = {
+            "rules": {rule: False for rules in EKS_UNREACHABLE.values() for rule in rules}
+        }
+    return values
 
 
 def dcgm_counters_csv() -> str:
@@ -123,10 +147,7 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
         "metadata": _metadata("trainer", NAMESPACE),
         "spec": {
             "namespaceSelector": {"any": True},
-            "selector": {
-                "matchLabels": RANK_ZERO_POD,
-                "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
-            },
+            "selector": TRAINER_PODS,
             "podMetricsEndpoints": [
                 {
                     "port": TRAINER_PORT_NAME,
@@ -146,17 +167,15 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
 
 def gmp_scrape_objects() -> list[dict[str, Any]]:
     """GKE: the trainers through ClusterPodMonitoring; DCGM, kube-state-metrics and node
-    metrics come from GKE's managed packages (components.gcp.cluster enables them)."""
+    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue
+    through a PodMonitoring with a token (components.observability.gmp_kueue)."""
     return [
         {
             "apiVersion": GMP_API,
             "kind": "ClusterPodMonitoring",
             "metadata": _metadata("trainer"),
             "spec": {
-                "selector": {
-                    "matchLabels": RANK_ZERO_POD,
-                    "matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}],
-                },
+                "selector": TRAINER_PODS,
                 "endpoints": [{"port": TRAINER_PORT_NAME, "interval": "15s"}],
                 "targetLabels": {"fromPod": [{"from": JOBSET_NAME_LABEL, "to": "jobset"}]},
             },

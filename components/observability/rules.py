@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.facts import charts
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import PlatformSpec, PriorityTierSpec
 
-# XID 79: "GPU has fallen off the bus" (NVIDIA XID catalog); DCGM_FI_DEV_XID_ERRORS holds the
-# last XID a GPU reported.
+# XID 79: "GPU has fallen off the bus" (NVIDIA XID catalog). The alerts read
+# DCGM_EXP_XID_ERRORS_COUNT{xid}, the XIDs each GPU reported in the exporter's last window (5
+# minutes by default, --xid-count-window-size; NVIDIA/dcgm-exporter@4.5.3-4.8.2
+# internal/pkg/collector/xid_collector.go, on because the counters file lists it), so they
+# resolve once a window passes without one. DCGM_FI_DEV_XID_ERRORS holds the last XID ever
+# reported and never returns to 0, so an alert on it would never resolve.
 XID_FELL_OFF_BUS = 79
 # DCGM_FI_DEV_THERMAL_VIOLATION counts nanoseconds of thermal throttling (the dcgm-exporter
 # 4.8.2 chart's counters list, templates/metrics-configmap.yaml): its rate over 1e9 is the
@@ -25,6 +30,7 @@ IDLE_TENSOR_ACTIVE = 0.01
 # sooner than the floor (a sync step comes every --log-every steps).
 STALL_STEPS = 20
 STALL_FLOOR_SECONDS = 600
+DCGM_NAMESPACE = charts.DCGM_EXPORTER.namespace
 DOCS = "docs/observability.md"
 
 
@@ -43,14 +49,14 @@ def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
     return [
         _alert(
             "GpuXidError",
-            f"DCGM_FI_DEV_XID_ERRORS != 0 and DCGM_FI_DEV_XID_ERRORS != {XID_FELL_OFF_BUS}",
+            f'DCGM_EXP_XID_ERRORS_COUNT{{xid!="{XID_FELL_OFF_BUS}"}} > 0',
             "0m",
             "warning",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $labels.xid }}",
         ),
         _alert(
             "GpuFellOffTheBus",
-            f"DCGM_FI_DEV_XID_ERRORS == {XID_FELL_OFF_BUS}",
+            f'DCGM_EXP_XID_ERRORS_COUNT{{xid="{XID_FELL_OFF_BUS}"}} > 0',
             "0m",
             "critical",
             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} fell off the bus (XID 79): drain the node",
@@ -69,11 +75,14 @@ def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
             "warning",
             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is thermally throttled",
         ),
-        # The exporter labels a GPU's series with the pod holding it (Kubernetes mapping), so a
-        # series with a pod is an allocated GPU.
+        # The exporter labels a GPU's series with the pod holding it, and only GPUs a pod holds
+        # (NVIDIA/dcgm-exporter@4.5.3-4.8.2 internal/pkg/transformation/kubernetes.go). The
+        # ServiceMonitor honours those labels, so an unallocated GPU's series keeps the scrape
+        # target's own pod and namespace, the exporter's: those are not allocated GPUs.
         _alert(
             "GpuAllocatedButIdle",
-            f'max by (namespace, pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{pod!=""}}) < {IDLE_TENSOR_ACTIVE}',
+            "max by (namespace, pod) "
+            f'(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{pod!="", namespace!="{DCGM_NAMESPACE}"}}) < {IDLE_TENSOR_ACTIVE}',
             f"{idle}m",
             "warning",
             f"pod {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds GPUs with no tensor activity for {idle}m",
@@ -149,13 +158,16 @@ def queue_alerts(spec: PlatformSpec, tiers: tuple[PriorityTierSpec, ...]) -> lis
 
 
 def goodput_records() -> list[dict[str, Any]]:
-    """The trainer's goodput over an hour, per job (all ranks' processes and restarts)."""
+    """The trainer's goodput over an hour, per job: committed step time of every attempt over
+    the job's elapsed time in that hour (since its first start, trainer.job_clock, at most the
+    hour), so time with no trainer process alive (between attempts, requeued) is badput. The
+    start is taken over the hour, so the ratio stays defined while no attempt is running."""
     by = "namespace, jobset"
     return [
         {
             "record": "job:trainer_goodput:ratio1h",
             "expr": f"sum by ({by}) (increase(trainer_committed_seconds_total[1h]))"
-            f" / sum by ({by}) (increase(trainer_wall_seconds_total[1h]))",
+            f" / clamp_max(time() - max by ({by}) (max_over_time(trainer_job_start_timestamp_seconds[1h])), 3600)",
         },
         {
             "record": "job:trainer_badput_seconds:increase1h",

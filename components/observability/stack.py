@@ -12,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.facts import charts
-from components.observability import dashboards, objects
+from components.observability import dashboards, gmp_kueue, objects
 from components.observability.rules import rule_groups
 from components.pools import Pool
 from components.spec import PlatformSpec, PriorityTierSpec
@@ -46,6 +46,10 @@ def declare(
     if backend == "managed":
         for obj in [*objects.gmp_scrape_objects(), rules]:
             _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts)
+        # Kueue's metrics, in Kueue's namespace: after Kueue.
+        in_kueue = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after))
+        gmp_kueue.declare_access(name, in_kueue)
+        _custom(f"{name}-podmonitoring-kueue", gmp_kueue.pod_monitoring(), in_kueue)
         return
     chart = charts.KUBE_PROMETHEUS_STACK
     # Node exporter reads the host (hostNetwork, hostPID, host paths), which Pod Security's

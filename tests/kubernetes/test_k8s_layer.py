@@ -146,7 +146,15 @@ def test_kueue_runs_the_chart_s_configuration_managing_team_namespaces_and_check
             "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["research", "applied"]}]
         },
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        "metrics": {**default_config["metrics"], "enableClusterQueueResources": True},
     }
+
+
+def test_kueue_reports_the_cluster_queue_usage_the_cost_records_read(onprem: Synthesis) -> None:
+    # kubernetes-sigs/kueue@v0.19.2 cmd/kueue/main.go: kueue_cluster_queue_resource_usage only
+    # with metrics.enableClusterQueueResources; the metrics Service still targets :8443.
+    ours = yaml.safe_load(release(onprem, charts.KUEUE)["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert ours["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
 
 
 def test_kueue_installs_after_jobset_so_its_jobset_integration_starts(onprem: Synthesis) -> None:

@@ -62,7 +62,12 @@ def test_every_alert_has_a_unit_test() -> None:
 @pytest.mark.parametrize(
     ("alert", "wrong"),
     [
-        ("GpuFellOffTheBus", "DCGM_FI_DEV_XID_ERRORS == 13"),
+        ("GpuFellOffTheBus", 'DCGM_EXP_XID_ERRORS_COUNT{xid="13"} > 0'),
+        # The last-XID gauge never returns to 0: alerts on it never resolve.
+        ("GpuFellOffTheBus", "DCGM_FI_DEV_XID_ERRORS == 79"),
+        ("GpuXidError", "DCGM_FI_DEV_XID_ERRORS != 0 and DCGM_FI_DEV_XID_ERRORS != 79"),
+        # Without the exporter's namespace excluded, an unallocated GPU counts as an idle pod's.
+        ("GpuAllocatedButIdle", 'max by (namespace, pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{pod!=""}) < 0.01'),
         ("NodeNotReady", 'kube_node_status_condition{condition="Ready", status="true"} == 1'),
         ("TrainingJobStalled", "(time() - trainer_last_step_timestamp_seconds) > 10 * 3600"),
     ],
@@ -71,6 +76,15 @@ def test_a_wrong_expression_fails_the_unit_tests(tmp_path: Path, alert: str, wro
     groups = onprem_rule_groups()
     _alert(groups, alert)["expr"] = wrong
     assert alert in _unit_test(tmp_path, groups)
+
+
+def test_goodput_over_process_wall_time_misses_the_time_between_attempts(tmp_path: Path) -> None:
+    groups = onprem_rule_groups()
+    [record] = [r for g in groups for r in g["rules"] if r.get("record") == "job:trainer_goodput:ratio1h"]
+    by = "namespace, jobset"
+    record["expr"] = (f"sum by ({by}) (increase(trainer_committed_seconds_total[1h]))"
+                      f" / sum by ({by}) (increase(trainer_wall_seconds_total[1h]))")
+    assert 'jobset="restarts"' in _unit_test(tmp_path, groups)
 
 
 def test_every_rule_names_only_published_metrics() -> None:

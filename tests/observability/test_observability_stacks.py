@@ -45,7 +45,7 @@ def test_gke_enables_managed_collection_with_the_kube_state_packages() -> None:
 
 def test_gke_declares_gmp_objects_that_validate_against_gmp_crds() -> None:
     gmp = [obj for obj in _stack("dev-gcp").kubernetes_objects() if obj["apiVersion"] == "monitoring.googleapis.com/v1"]
-    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules"}
+    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules", "PodMonitoring"}
     for obj in gmp:
         schema = crd_schema(obj["apiVersion"], obj["kind"])
         assert schema is not None
@@ -107,3 +107,93 @@ def test_defaults_are_the_chart_off_gke_and_managed_on_it() -> None:
     )
     gcp = spec_of(stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"])
     assert (gcp.observability.backend(gcp.cloud), gcp.observability.grafana_on(gcp.cloud)) == ("managed", False)
+
+
+def _prometheus_values(synthesis: synth.Synthesis) -> dict[str, Any]:
+    [values] = [r["inputs"]["values"] for r in synthesis.by_type(HELM) if r["inputs"]["name"] == charts.KUBE_PROMETHEUS_STACK.name]
+    return values
+
+
+# kube-prometheus-stack 88.5.3 values.yaml: the components EKS hides and their default rule groups.
+EKS_HIDDEN = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+EKS_HIDDEN_RULES = ("kubeControllerManager", "kubeSchedulerAlerting", "kubeSchedulerRecording", "etcd", "kubeProxy")
+
+
+def test_eks_scrapes_and_alerts_on_no_control_plane_part_it_cannot_reach() -> None:
+    values = _prometheus_values(_stack("dev-aws"))
+    assert {name: values[name]["enabled"] for name in EKS_HIDDEN} == dict.fromkeys(EKS_HIDDEN, False)
+    assert values["defaultRules"]["rules"] == dict.fromkeys(EKS_HIDDEN_RULES, False)
+    keys = json.loads((REPO / "tests/data/charts/kube-prometheus-stack-88.5.3.keys.json").read_text())
+    assert charts.unknown_values_keys(values, keys) == []
+    defaults = json.loads((REPO / "tests/data/charts/kube-prometheus-stack-88.5.3.defaults.json").read_text())["defaults"]
+    assert all(defaults[name]["enabled"] is True for name in EKS_HIDDEN)
+    assert all(defaults["defaultRules"]["rules"][rule] is True for rule in EKS_HIDDEN_RULES)
+
+
+def test_an_existing_cluster_keeps_the_chart_s_control_plane_scrapes() -> None:
+    values = _prometheus_values(synthesize_onprem(onprem_platform()))
+    assert not set(EKS_HIDDEN) & set(values) and "defaultRules" not in values
+
+
+# kubernetes-sigs/kueue@v0.19.2 charts/kueue: the manager pod's labels for release `kueue`
+# (templates/_helpers.tpl kueue.selectorLabels) and its metrics container port (manager.yaml).
+KUEUE_MANAGER_POD = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
+KUEUE_MANAGER_PORTS = {"metrics": 8443, "webhook-server": 9443, "visibility": 8082}
+
+
+def _kueue_scrape_problems(objs: list[dict[str, Any]]) -> list[str]:
+    """Follows what GMP's collector and Kueue's metrics filter do with the Kueue PodMonitoring:
+    select the manager pod and port, read the token Secret (same namespace, the collector's
+    own RBAC), and send a token whose account may GET /metrics (kueue-metrics-reader)."""
+    def find(kind: str, name: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+                and (namespace is None or o["metadata"].get("namespace") == namespace)]
+    monitors = find("PodMonitoring", namespace=charts.KUEUE.namespace)
+    if len(monitors) != 1:
+        return ["no PodMonitoring in Kueue's namespace"]
+    monitor = monitors[0]
+    ns = monitor["metadata"]["namespace"]
+    problems = []
+    if any(KUEUE_MANAGER_POD.get(k) != v for k, v in monitor["spec"]["selector"]["matchLabels"].items()):
+        problems.append("the selector misses Kueue's manager pod")
+    [endpoint] = monitor["spec"]["endpoints"]
+    if KUEUE_MANAGER_PORTS.get(endpoint["port"]) != 8443 or endpoint.get("scheme") != "https":
+        problems.append("not the https metrics port")
+    ref = endpoint["authorization"]["credentials"]["secret"]
+    if ref.get("namespace", ns) != ns:
+        problems.append("the token Secret is in another namespace (GMP refuses it)")
+    secrets = find("Secret", ref["name"], ns)
+    if not secrets or secrets[0].get("type") != "kubernetes.io/service-account-token" or ref["key"] != "token":
+        return [*problems, "no service-account-token Secret with key token"]
+    account = secrets[0]["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    if not find("ServiceAccount", account, ns):
+        problems.append("the token's ServiceAccount is missing")
+    readers = [b for b in find("ClusterRoleBinding") if b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kueue-metrics-reader"}
+               and {"kind": "ServiceAccount", "name": account, "namespace": ns} in b["subjects"]]
+    if not readers:
+        problems.append("the token's account may not GET Kueue's /metrics")
+    roles = {r["metadata"]["name"] for r in find("Role", namespace=ns)
+             if any("secrets" in rule["resources"] and {"get", "watch"} <= set(rule["verbs"])
+                    and ref["name"] in rule.get("resourceNames", [ref["name"]]) for rule in r["rules"])}
+    collector = {"kind": "ServiceAccount", "name": "collector", "namespace": "gmp-system"}
+    if not any(b["roleRef"]["kind"] == "Role" and b["roleRef"]["name"] in roles and collector in b["subjects"]
+               for b in find("RoleBinding", namespace=ns)):
+        problems.append("GMP's collector may not read the token Secret")
+    return problems
+
+
+def test_gke_scrapes_kueue_with_a_token_that_may_read_its_metrics() -> None:
+    objs = _stack("dev-gcp").kubernetes_objects()
+    assert _kueue_scrape_problems(objs) == []
+    [monitor] = [o for o in objs if o["kind"] == "PodMonitoring"]
+    jsonschema.validate(monitor, crd_schema(monitor["apiVersion"], monitor["kind"]))
+
+
+def test_without_the_collector_s_secret_access_the_kueue_scrape_is_reported() -> None:
+    objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "RoleBinding" or "collector" not in str(o["subjects"])]
+    assert _kueue_scrape_problems(objs) == ["GMP's collector may not read the token Secret"]
+
+
+def test_without_the_metrics_reader_binding_the_kueue_scrape_is_reported() -> None:
+    objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "kueue-scraper" not in o["metadata"]["name"]]
+    assert _kueue_scrape_problems(objs) == ["the token's account may not GET Kueue's /metrics"]

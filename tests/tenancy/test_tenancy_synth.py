@@ -108,7 +108,10 @@ def test_team_rules_never_create_pods_directly_so_every_job_goes_through_kueue()
 
 
 def test_only_the_admins_are_bound_cluster_wide(synthesized: Synthesized) -> None:
-    [binding] = kinds(synthesized("prod-gcp"), "ClusterRoleBinding")
+    # On GKE besides the admins only Kueue's metrics scraper, to read /metrics (docs/observability.md).
+    binding, scraper = sorted(kinds(synthesized("prod-gcp"), "ClusterRoleBinding"), key=lambda b: b["metadata"]["name"] != tenancy.ADMINS_BINDING)
+    assert scraper["roleRef"]["name"] == "kueue-metrics-reader"
+    assert scraper["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-platform-kueue-scraper", "namespace": "kueue-system"}]
     assert binding["metadata"]["name"] == tenancy.ADMINS_BINDING
     assert binding["roleRef"]["name"] == "cluster-admin"
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "platform-admins@example.com"}]

@@ -2,7 +2,9 @@
 
 Served by prometheus-client on TRAINER_METRICS_PORT (the job renderer sets it and exposes the
 port; unset or 0: no endpoint, as in local runs). Other ranks serve nothing: every rank would
-report the same global figures.
+report the same global figures. Global rank 0 (GROUP_RANK 0, LOCAL_RANK 0) lands on whichever pod
+c10d numbers first, so the platform scrapes every pod of a job and only that one answers
+(components.observability.objects.TRAINER_PODS).
 
 Goodput, the trainer's part (docs/observability.md): the share of this process's wall time spent
 in training steps that a finished checkpoint has made permanent. Steps after the last checkpoint
@@ -20,7 +22,9 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from trainer import job_clock
 from trainer.metrics import mfu
+from trainer.storage import Store
 
 PORT_ENV = "TRAINER_METRICS_PORT"
 # Every series the endpoint publishes; the platform's rules and dashboards may name only these
@@ -41,6 +45,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "trainer_committed_seconds_total",
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
+        "trainer_job_start_timestamp_seconds",
     }
 )
 
@@ -61,7 +66,7 @@ class StepShape(Protocol):
 class Exporter:
     """Keeps the series up to date; `log_step` at each sync step, `saved` after each checkpoint."""
 
-    def __init__(self, shape: StepShape, registry: CollectorRegistry) -> None:
+    def __init__(self, shape: StepShape, registry: CollectorRegistry, job_started: float | None = None) -> None:
         self.shape = shape
         self._mark_step = shape.start_step
         self._mark_time = time.perf_counter()
@@ -79,6 +84,10 @@ class Exporter:
         self.last_step = g("trainer_last_step_timestamp_seconds", "Unix time of the last sync step.")
         self.save_seconds = g("trainer_checkpoint_save_seconds", "Wall time the last checkpoint save took.")
         g("trainer_restarts", "torchrun restarts of this job so far (TORCHELASTIC_RESTART_COUNT).").set(shape.attempt)
+        g(
+            "trainer_job_start_timestamp_seconds",
+            "Unix time the job's first attempt started (trainer.job_clock); this process's start without a store.",
+        ).set(time.time() if job_started is None else job_started)
         self.wall = Counter("trainer_wall_seconds", "Wall time of this process.", registry=registry)
         self.committed = Counter(
             "trainer_committed_seconds", "Step time made permanent by a finished checkpoint.", registry=registry
@@ -140,12 +149,13 @@ class _Off:
         pass
 
 
-def start(shape: StepShape, is_main: bool) -> Exporter | _Off:
-    """Serve on the port TRAINER_METRICS_PORT names, from rank 0 only."""
+def start(shape: StepShape, is_main: bool, store: Store | None = None) -> Exporter | _Off:
+    """Serve on the port TRAINER_METRICS_PORT names, from rank 0 only; `store`: the checkpoint
+    store that remembers the job's first start."""
     port = int(os.environ.get(PORT_ENV, "0") or "0")
     if not is_main or port == 0:
         return _Off()
     registry = CollectorRegistry()
-    exporter = Exporter(shape, registry)
+    exporter = Exporter(shape, registry, job_clock.first_start(store) if store is not None else None)
     start_http_server(port, registry=registry)
     return exporter

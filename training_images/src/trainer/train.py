@@ -213,7 +213,7 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     metrics = Metrics(cfg.metrics_file, d.is_main, cfg.model, cfg.seq_len, cfg.global_batch_size,
                       d.world_size, peak, d.device, state.step, cfg.max_steps)
     metrics.fabric = fabric.gate(cfg.fabric_check, cfg.fabric_floor_gbps, cfg.fabric_probe_max_mib, d)
-    exporter = metrics_server.start(metrics, d.is_main)
+    exporter = metrics_server.start(metrics, d.is_main, store)
 
     loss = float("nan")
     # Steps since the last sync whose loss was not finite, counted on the device (no host wait).
