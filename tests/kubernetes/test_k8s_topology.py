@@ -6,16 +6,26 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import copy
+
 import pytest
 from test_k8s_queued_provisioning import validate
 
 from components.jobs import renderer
+from components.kubernetes.queues import queue_plan
+from components.pools import derive_pools
+from components.spec import parse_spec
 from infra import stackfile
 from infra.synth import Synthesis
 from k8s_support import REPO
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 REQUEST = dict(gpus_per_node=8, team="research", tier="production", image="ghcr.io/acme/trainer:1.0.0")
+
+
+def flavor_names(platform: dict[str, Any]) -> dict[str, str]:
+    spec = parse_spec(platform, "stacks/Pulumi.prod-gcp.yaml")
+    return queue_plan(spec, derive_pools(spec)).flavors
 
 
 def objects(result: Synthesis, kind: str) -> dict[str, dict[str, Any]]:
@@ -53,8 +63,28 @@ def test_stacks_without_multi_node_fabric_pools_declare_no_topology(synthesized:
 
 def test_a_queued_fabric_pool_s_flavor_names_the_topology(synthesized: Callable[[str], Synthesis]) -> None:
     flavors = objects(synthesized("prod-gcp"), "ResourceFlavor")
-    validate(flavors["h200-train"])
-    assert flavors["h200-train"]["spec"]["topologyName"] == "gpu-fabric"
+    validate(flavors["h200-train-tas"])
+    assert flavors["h200-train-tas"]["spec"]["topologyName"] == "gpu-fabric"
+
+
+def test_cluster_queues_and_the_cohort_name_the_tas_flavor_by_its_own_name(synthesized: Callable[[str], Synthesis]) -> None:
+    result = synthesized("prod-gcp")
+    declared = set(objects(result, "ResourceFlavor"))
+    for kind in ("ClusterQueue", "Cohort"):
+        for queue in objects(result, kind).values():
+            named = {f["name"] for group in queue["spec"]["resourceGroups"] for f in group["flavors"]}
+            assert "h200-train-tas" in named and named <= declared
+
+
+def test_a_pool_leaving_queued_provisioning_gets_a_new_flavor_not_an_update_kueue_refuses() -> None:
+    # Kueue v0.19.2 refuses changes to a TAS flavor's nodeLabels, tolerations and topologyName
+    # (apis/kueue/v1beta2/resourceflavor_types.go): the switch the prod-gcp stack suggests
+    # (queued -> reservation) must land on another ResourceFlavor name.
+    platform = copy.deepcopy(stackfile.read("prod-gcp", REPO).config["gpu-platform:platform"])
+    queued = flavor_names(platform)
+    [pool] = [p for p in platform["nodePools"] if p["name"] == "h200-train"]
+    pool.update(provisioning="reservation", reservation="a3-ultra-block")
+    assert queued["h200-train"] == "h200-train-tas" and flavor_names(platform)["h200-train"] == "h200-train"
 
 
 @pytest.mark.parametrize(("stack", "pool"), [("prod-gcp", "h100-train"), ("prod-aws", "h100-train"), ("prod-gcp", "l4-eval")])
