@@ -32,6 +32,10 @@ def objects(result: Synthesis, kind: str) -> dict[str, dict[str, Any]]:
     return {r["inputs"]["metadata"]["name"]: r["inputs"] for r in result.by_type(f"{KUEUE}{kind}")}
 
 
+TRAINER_ARGS = ["--preset", "small", "--max-steps", "10", "--checkpoint-every", "5", "--global-batch-size", "16",
+                "--seq-len", "512", "--seed", "1", "--data", "/data/datasets/corpus"]
+
+
 def pod_annotations(stack: str, pool: str, nodes: int, topology: str | None = None) -> dict[str, str]:
     args = ["--preset", "small", "--max-steps", "10", "--checkpoint-every", "5", "--global-batch-size", str(8 * nodes),
             "--seq-len", "512", "--seed", "1", "--data", "/data/datasets/corpus"]
@@ -106,9 +110,24 @@ def test_single_node_jobs_carry_no_topology_request() -> None:
 
 
 def test_topology_required_asks_kueue_for_one_block() -> None:
-    annotations = pod_annotations("prod-gcp", "h200-train", 2, "required")
+    # A reservation whose nodes all stand ready: a TAS flavor without queued provisioning.
+    platform = copy.deepcopy(stackfile.read("prod-gcp", REPO).config["gpu-platform:platform"])
+    [pool] = [p for p in platform["nodePools"] if p["name"] == "h200-train"]
+    pool.update(provisioning="reservation", reservation="a3-ultra-block", minNodes=4)
+    spec = parse_spec(platform, "stacks/Pulumi.prod-gcp.yaml")
+    request = renderer.JobRequest(pool="h200-train", nodes=2, trainer_args=TRAINER_ARGS, topology="required", **REQUEST)  # type: ignore[arg-type]
+    template = renderer.render(spec, request)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
     assert annotations["kueue.x-k8s.io/podset-required-topology"] == "cloud.google.com/gce-topology-block"
     assert "kueue.x-k8s.io/podset-preferred-topology" not in annotations
+
+
+def test_topology_required_on_a_queued_pool_is_refused_with_the_reason() -> None:
+    with pytest.raises(renderer.JobError) as caught:
+        pod_annotations("prod-gcp", "h200-train", 2, "required")
+    [problem] = caught.value.problems
+    assert problem.startswith("--topology required: pool h200-train gets its nodes by queued provisioning")
+    assert problem.endswith("use --topology preferred")
 
 
 def test_topology_none_leaves_placement_to_the_pool() -> None:
