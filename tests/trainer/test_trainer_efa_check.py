@@ -32,6 +32,7 @@ def dockerfile_library_path(root: Path) -> str:
 
 def compile_library(out: Path, soname: str, needs: list[Path]) -> Path:
     """A shared object named `soname` whose DT_NEEDED entries are the sonames of `needs`."""
+    assert CC is not None
     source = out.parent / f"{soname}.c"
     source.write_text(f"int {soname.split('.')[0].replace('-', '_')}_entry(void) {{ return 0; }}\n")
     links = [arg for lib in needs for arg in (f"-L{lib.parent}", f"-l:{lib.name}")]
