@@ -6,6 +6,12 @@ the pod template carries Kueue's podset topology annotation at the cloud's block
 `preferred` (the default for multi-node jobs there) packs them into as few blocks as it can and
 falls back to broader levels. Kueue refuses a TAS annotation on a flavor without a topology, so
 elsewhere the default is `none` and asking for placement is an error that says why.
+
+`required` is refused on a queued-provisioning pool: the cluster autoscaler provisions a
+ProvisioningRequest's nodes with no notion of topology, so nodes granted across blocks can never
+satisfy the required block; the request's booking then expires and Kueue requeues the job, again
+and again (kubernetes-sigs/kueue#5078, the TAS KEP's ProvisioningRequest support: `preferred` is
+the mode that works there).
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ def problems(spec: PlatformSpec, pool: Pool, requested: str | None) -> list[str]
             f"--topology {requested}: pool {pool.name}'s Kueue flavor places by no topology (Kueue counts only "
             "Ready nodes for topology-aware placement, so only multi-node fabric pools whose nodes stand ready "
             "or come by ProvisioningRequest get one); use --topology none"
+        ]
+    if requested == "required" and pool.provisioning == "queued":
+        return [
+            f"--topology required: pool {pool.name} gets its nodes by queued provisioning, which places them "
+            "with no regard to topology blocks; a grant across blocks never fits a required block, its booking "
+            "expires and Kueue requeues the job in a loop (kueue#5078); use --topology preferred"
         ]
     return []
 

@@ -383,6 +383,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
                 # never reaches the old pod 0 under the same name.
                 "restartStrategy": "BlockingRecreate",
                 "rules": [
+                    fabric.jobset_rule(1),
                     {
                         "name": DISRUPTION_RULE,
                         "action": "RestartJobSetAndIgnoreMaxRestarts",
@@ -408,7 +409,9 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
                                     {
                                         "action": "FailJob",
                                         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-                                    }
+                                    },
+                                    # A stopped fabric gate (components.jobs.fabric): final.
+                                    fabric.pod_failure_rule("trainer"),
                                 ]
                             },
                             "template": {

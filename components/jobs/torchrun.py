@@ -3,6 +3,8 @@ whose store pod 0 hosts because it is told so (docs/scheduling.md says why)."""
 
 from __future__ import annotations
 
+from components.jobs.fabric import EXIT_FABRIC, MARKER_ENV
+
 # The c10d rendezvous store pod 0's agent hosts (torch/distributed/run.py --rdzv-endpoint;
 # elastic/rendezvous/c10d_rendezvous_backend.py, DEFAULT_PORT).
 RDZV_PORT = 29400
@@ -21,17 +23,21 @@ JOBSET_UID_ENV = "JOBSET_UID"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 # The container's entry: wait (bounded) until pod 0's name resolves to one address per IP family
-# (a terminating
-# pod 0 of a deleted job of the same name can stay in DNS beside the new one: the headless
-# Service publishes not-ready addresses), and on the other pods until pod 0's store accepts
-# connections (torchrun connects to it once, then fails after its read timeout:
-# elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store); then become torchrun, so
-# torchrun is PID 1 and receives the kubelet's SIGTERM. The wait itself exits on SIGTERM: as PID 1
-# without a handler it would ignore it. Pod 0 (completion index NODE_RANK 0) is told to host the
-# rendezvous store and every other pod told not to: c10d's `is_host` option, instead of its guess
-# from matching the endpoint name to the pod's own names, which fails before pod 0's record exists.
+# (a terminating pod 0 of a deleted job of the same name can stay in DNS beside the new one: the
+# headless Service publishes not-ready addresses), and on the other pods until pod 0's store
+# accepts connections (torchrun connects to it once, then fails after its read timeout:
+# elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store); the wait exits on SIGTERM
+# (as PID 1 without a handler it would ignore it). Then run torchrun (torch's `torchrun` console
+# script is torch.distributed.run:main) as its only child. Pod 0 (completion index NODE_RANK 0) is
+# told to host the rendezvous store and every other pod told not to: c10d's `is_host` option,
+# instead of its guess from matching the endpoint name to the pod's own names, which fails before
+# pod 0's record exists. As PID 1 the entry passes the kubelet's SIGTERM (and SIGINT) on to
+# torchrun. When torchrun ends and a rank recorded a stopped fabric gate (components.jobs.fabric),
+# the entry exits with that status instead of torchrun's 1, and leaves the message where the
+# kubelet reads the container's termination message (terminationMessagePath,
+# /dev/termination-log by default, a file the kubelet mounts).
 WAIT_THEN_TORCHRUN = """\
-import os, signal, socket, sys, time
+import os, signal, socket, subprocess, sys, time
 signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
 endpoint = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--rdzv-endpoint="))
 host, port = endpoint.rsplit(":", 1)
@@ -61,8 +67,18 @@ while not ready():
     if time.monotonic() > deadline:
         sys.exit(f"rendezvous host {host}:{port} was not ready (one address, store listening) within {limit} s")
     time.sleep(1)
-os.execvp("torchrun", ["torchrun", f"--rdzv-conf=is_host={is_host}", *sys.argv[1:]])
-"""
+child = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--rdzv-conf=is_host={is_host}", *sys.argv[1:]])
+for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda signum, frame: child.send_signal(signum))
+code = child.wait()
+marker = os.environ.get("%(marker_env)s", "")
+if marker and os.path.exists(marker):
+    if os.path.exists("/dev/termination-log"):
+        with open("/dev/termination-log", "w") as log:
+            log.write(open(marker).read())
+    sys.exit(%(exit_fabric)d)
+sys.exit(128 - code if code < 0 else code)
+""" % {"marker_env": MARKER_ENV, "exit_fabric": EXIT_FABRIC}
 
 
 def torchrun_args(nodes: int, gpus_per_node: int, host0: str, shutdown_timeout: int, args: list[str],

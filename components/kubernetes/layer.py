@@ -276,7 +276,7 @@ class GpuLayer(pulumi.ComponentResource):
         topology = topology_spec(self._spec) if needs_topology(self._spec, pools) else None
         placement: list[pulumi.Resource] = [self._custom_resource(f"{self._name}-{TOPOLOGY_NAME}", "Topology", TOPOLOGY_NAME, topology)] if topology else []
         quota_holders: list[pulumi.Resource] = [
-            self._custom_resource(f"{self._name}-{pool.name}", "ResourceFlavor", pool.name,
+            self._custom_resource(f"{self._name}-{plan.flavors[pool.name]}", "ResourceFlavor", plan.flavors[pool.name],
                                   {**flavor_spec(pool), **flavor_topology(self._spec, pool)}, depends_on=placement)
             for pool in pools
         ]

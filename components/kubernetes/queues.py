@@ -20,9 +20,10 @@ devices such as EFA interfaces are the kube-scheduler's business, so jobs need n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from components.kubernetes.topology import flavor_name
 from components.naming import DEFAULT_TEAM, local_queue_name, team_namespace
 from components.pools import GPU_RESOURCE, Pool
 from components.spec import PlatformSpec
@@ -91,6 +92,8 @@ class QueuePlan:
     team_gpu_ceiling: int
     # Flavors of pools on queued provisioning: admitted only after the admission check.
     queued_flavors: tuple[str, ...] = ()
+    # Pool -> the name of its ResourceFlavor (components.kubernetes.topology.flavor_name).
+    flavors: dict[str, str] = field(default_factory=dict[str, str])
 
 
 def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
@@ -114,7 +117,8 @@ def queue_plan(spec: PlatformSpec, pools: list[Pool]) -> QueuePlan:
         teams=teams,
         shared=shared,
         team_gpu_ceiling=sum(pool.max_slots for pool in pools),
-        queued_flavors=tuple(pool.name for pool in pools if pool.provisioning == "queued"),
+        queued_flavors=tuple(flavor_name(spec, pool) for pool in pools if pool.provisioning == "queued"),
+        flavors={pool.name: flavor_name(spec, pool) for pool in pools},
     )
 
 
@@ -172,12 +176,12 @@ def admission_check_spec() -> dict[str, Any]:
     }
 
 
-def _gpu_resource_groups(quotas: dict[str, int], pools: list[Pool]) -> list[dict[str, Any]]:
+def _gpu_resource_groups(quotas: dict[str, int], plan: QueuePlan, pools: list[Pool]) -> list[dict[str, Any]]:
     return [
         {
             "coveredResources": [GPU_RESOURCE],
             "flavors": [
-                {"name": pool.name, "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[pool.name]}]}
+                {"name": plan.flavors.get(pool.name, pool.name), "resources": [{"name": GPU_RESOURCE, "nominalQuota": quotas[pool.name]}]}
                 for pool in pools
             ],
         }
@@ -192,7 +196,7 @@ def cluster_queue_spec(team: TeamQueue, plan: QueuePlan, pools: list[Pool]) -> d
         "queueingStrategy": "BestEffortFIFO",
         "preemption": dict(PREEMPTION),
         "flavorFungibility": dict(FLAVOR_FUNGIBILITY),
-        "resourceGroups": _gpu_resource_groups(team.nominal, pools),
+        "resourceGroups": _gpu_resource_groups(team.nominal, plan, pools),
     }
     if team.fair_share_weight is not None:
         spec["fairSharing"] = {"weight": team.fair_share_weight}
@@ -205,7 +209,7 @@ def cluster_queue_spec(team: TeamQueue, plan: QueuePlan, pools: list[Pool]) -> d
 
 
 def cohort_spec(plan: QueuePlan, pools: list[Pool]) -> dict[str, Any]:
-    return {"resourceGroups": _gpu_resource_groups(plan.shared, pools)}
+    return {"resourceGroups": _gpu_resource_groups(plan.shared, plan, pools)}
 
 
 def local_queue_spec(team: TeamQueue) -> dict[str, Any]:

@@ -10,6 +10,14 @@ would leave a TAS job unadmitted forever: nothing ever creates the pods that wou
 autoscaler add nodes, and a job larger than the standing nodes would wait the same way. So a
 flavor names the Topology only where the pool's nodes come through a ProvisioningRequest (GKE
 queued provisioning) or all of them stand ready (minNodes = maxNodes).
+
+Kueue makes a ResourceFlavor's nodeLabels, tolerations and topologyName immutable once
+topologyName is set (kueue@v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go, the
+XValidation rules on ResourceFlavorSpec), and its finalizer holds a flavor while a ClusterQueue
+names it. So a TAS flavor has its own name (`<pool>-tas`): a pool that starts or stops placing
+by the Topology (e.g. queued provisioning -> a reservation) gets a new flavor, the ClusterQueues
+move to it, and the old one is deleted once nothing names it, instead of an update Kueue's
+webhook refuses or a delete that waits on the finalizer.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ TOPOLOGY_NAME = "gpu-fabric"
 # Pod template annotations Kueue reads per PodSet (kueue@v0.19.2 apis/kueue/v1beta2/topology_types.go).
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_FLAVOR_SUFFIX = "-tas"
 
 
 def multi_node_fabric(pool: Pool) -> bool:
@@ -53,3 +62,8 @@ def flavor_topology(spec: PlatformSpec, pool: Pool) -> dict[str, str]:
     if topology_spec(spec) is None or not placeable(pool):
         return {}
     return {"topologyName": TOPOLOGY_NAME}
+
+
+def flavor_name(spec: PlatformSpec, pool: Pool) -> str:
+    """The ResourceFlavor's name: the pool's, with `-tas` where the flavor names the Topology."""
+    return pool.name + TAS_FLAVOR_SUFFIX if flavor_topology(spec, pool) else pool.name

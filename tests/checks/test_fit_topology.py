@@ -22,7 +22,7 @@ def records(synthesized: Callable[[str], Synthesis]) -> Callable[[str], Records]
 
 def test_an_undeclared_topology_admits_nothing(records: Callable[[str], Records]) -> None:
     declared = [r for r in records("prod-gcp") if not r["type"].endswith(":Topology")]
-    assert "pool h200-train, job 4 node(s) x 8 GPU(s): flavor h200-train names Topology gpu-fabric, which is not declared: " \
+    assert "pool h200-train, job 4 node(s) x 8 GPU(s): flavor h200-train-tas names Topology gpu-fabric, which is not declared: " \
         "Kueue would admit nothing there" in misfits("prod-gcp", declared)
 
 

@@ -264,14 +264,14 @@ def test_a_queued_pool_without_the_admission_check_admits_jobs_that_never_get_no
     found = [m for m in misfits("prod-gcp", declared) if "research" in m and "4 node(s)" in m]
     assert found == [
         "pool h200-train, job 4 node(s) x 8 GPU(s): a node of node pool h200-train (granted on request) comes only"
-        " through a ProvisioningRequest, but ClusterQueue research admits on flavor h200-train without an admission"
+        " through a ProvisioningRequest, but ClusterQueue research admits on flavor h200-train-tas without an admission"
         " check of class queued-provisioning.gke.io: the job would be admitted and never get a node"
     ]
 
 
 def test_a_queued_flavor_without_the_gke_queued_toleration_leaves_its_pods_pending(records: Callable[[str], Records]) -> None:
     declared = records("prod-gcp")
-    flavor = find(declared, "ResourceFlavor", "ml-prod-gpu-h200-train")["inputs"]["spec"]
+    flavor = find(declared, "ResourceFlavor", "ml-prod-gpu-h200-train-tas")["inputs"]["spec"]
     flavor["tolerations"] = [t for t in flavor["tolerations"] if t["key"] != "cloud.google.com/gke-queued"]
     assert (
         "pool h200-train, job 1 node(s) x 1 GPU(s): a node of node pool h200-train (granted on request) carries the taint"

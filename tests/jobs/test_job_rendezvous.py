@@ -216,11 +216,14 @@ def _entry(container: dict[str, Any], endpoint: str) -> list[str]:
 
 
 def _fake_torchrun(tmp_path: Path) -> str:
-    """A PATH whose `torchrun` only says it started, so the entry's wait is what is tested."""
-    fake = tmp_path / "torchrun"
-    fake.write_text("#!/bin/sh\necho torchrun started\n")
-    fake.chmod(0o755)
-    return f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
+    """A PYTHONPATH whose `torch.distributed.run` only says it started, so the entry's wait is
+    what is tested."""
+    run = tmp_path / "fake" / "torch" / "distributed"
+    run.mkdir(parents=True)
+    (run.parent / "__init__.py").write_text("")
+    (run / "__init__.py").write_text("")
+    (run / "run.py").write_text("print('torchrun started')\n")
+    return str(tmp_path / "fake")
 
 
 def test_a_worker_pod_waits_for_pod_0_s_store_not_only_its_name(tmp_path: Path) -> None:
@@ -228,7 +231,7 @@ def test_a_worker_pod_waits_for_pod_0_s_store_not_only_its_name(tmp_path: Path) 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    env = pod_env(container, 1, RDZV_WAIT_SECONDS="2", PATH=_fake_torchrun(tmp_path))
+    env = pod_env(container, 1, RDZV_WAIT_SECONDS="2", PYTHONPATH=_fake_torchrun(tmp_path))
     done = subprocess.run(_entry(container, f"127.0.0.1:{port}"), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stdout
     assert "was not ready" in done.stderr
@@ -243,7 +246,7 @@ def test_a_worker_pod_waits_for_pod_0_s_store_not_only_its_name(tmp_path: Path) 
 
 def test_pod_0_does_not_wait_for_its_own_store(tmp_path: Path) -> None:
     container = rendered_container()
-    env = pod_env(container, 0, RDZV_WAIT_SECONDS="2", PATH=_fake_torchrun(tmp_path))
+    env = pod_env(container, 0, RDZV_WAIT_SECONDS="2", PYTHONPATH=_fake_torchrun(tmp_path))
     done = subprocess.run(_entry(container, "127.0.0.1:1"), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "torchrun started"

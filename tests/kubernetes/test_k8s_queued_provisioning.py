@@ -101,7 +101,7 @@ def test_every_cluster_queue_runs_the_check_only_on_the_queued_flavor(queued: Sy
     assert {q["metadata"]["name"] for q in queues} == {"research", "applied"}
     for queue in queues:
         assert queue["spec"]["admissionChecksStrategy"] == {
-            "admissionChecks": [{"name": QUEUED_PROVISIONING, "onFlavors": ["h200"]}]
+            "admissionChecks": [{"name": QUEUED_PROVISIONING, "onFlavors": ["h200-tas"]}]
         }
 
 
@@ -114,7 +114,7 @@ def test_the_admission_check_exists_before_the_cluster_queues_that_name_it(queue
 def test_the_queued_flavor_tolerates_the_taint_gke_puts_on_queued_nodes(queued: Synthesis) -> None:
     flavors = {f["metadata"]["name"]: f["spec"]["tolerations"] for f in kueue(queued, "ResourceFlavor")}
     queued_taint = {"key": GKE_QUEUED_TAINT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-    assert queued_taint in flavors["h200"]
+    assert queued_taint in flavors["h200-tas"]
     assert queued_taint not in flavors["l4"]
 
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import copy
+
 import pytest
 from test_k8s_queued_provisioning import validate
 
 from components.jobs import renderer
+from components.kubernetes.queues import queue_plan
+from components.pools import derive_pools
+from components.spec import parse_spec
 from infra import stackfile
 from infra.synth import Synthesis
 from k8s_support import REPO
@@ -18,8 +23,17 @@ KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 REQUEST = dict(gpus_per_node=8, team="research", tier="production", image="ghcr.io/acme/trainer:1.0.0")
 
 
+def flavor_names(platform: dict[str, Any]) -> dict[str, str]:
+    spec = parse_spec(platform, "stacks/Pulumi.prod-gcp.yaml")
+    return queue_plan(spec, derive_pools(spec)).flavors
+
+
 def objects(result: Synthesis, kind: str) -> dict[str, dict[str, Any]]:
     return {r["inputs"]["metadata"]["name"]: r["inputs"] for r in result.by_type(f"{KUEUE}{kind}")}
+
+
+TRAINER_ARGS = ["--preset", "small", "--max-steps", "10", "--checkpoint-every", "5", "--global-batch-size", "16",
+                "--seq-len", "512", "--seed", "1", "--data", "/data/datasets/corpus"]
 
 
 def pod_annotations(stack: str, pool: str, nodes: int, topology: str | None = None) -> dict[str, str]:
@@ -53,8 +67,28 @@ def test_stacks_without_multi_node_fabric_pools_declare_no_topology(synthesized:
 
 def test_a_queued_fabric_pool_s_flavor_names_the_topology(synthesized: Callable[[str], Synthesis]) -> None:
     flavors = objects(synthesized("prod-gcp"), "ResourceFlavor")
-    validate(flavors["h200-train"])
-    assert flavors["h200-train"]["spec"]["topologyName"] == "gpu-fabric"
+    validate(flavors["h200-train-tas"])
+    assert flavors["h200-train-tas"]["spec"]["topologyName"] == "gpu-fabric"
+
+
+def test_cluster_queues_and_the_cohort_name_the_tas_flavor_by_its_own_name(synthesized: Callable[[str], Synthesis]) -> None:
+    result = synthesized("prod-gcp")
+    declared = set(objects(result, "ResourceFlavor"))
+    for kind in ("ClusterQueue", "Cohort"):
+        for queue in objects(result, kind).values():
+            named = {f["name"] for group in queue["spec"]["resourceGroups"] for f in group["flavors"]}
+            assert "h200-train-tas" in named and named <= declared
+
+
+def test_a_pool_leaving_queued_provisioning_gets_a_new_flavor_not_an_update_kueue_refuses() -> None:
+    # Kueue v0.19.2 refuses changes to a TAS flavor's nodeLabels, tolerations and topologyName
+    # (apis/kueue/v1beta2/resourceflavor_types.go): the switch the prod-gcp stack suggests
+    # (queued -> reservation) must land on another ResourceFlavor name.
+    platform = copy.deepcopy(stackfile.read("prod-gcp", REPO).config["gpu-platform:platform"])
+    queued = flavor_names(platform)
+    [pool] = [p for p in platform["nodePools"] if p["name"] == "h200-train"]
+    pool.update(provisioning="reservation", reservation="a3-ultra-block")
+    assert queued["h200-train"] == "h200-train-tas" and flavor_names(platform)["h200-train"] == "h200-train"
 
 
 @pytest.mark.parametrize(("stack", "pool"), [("prod-gcp", "h100-train"), ("prod-aws", "h100-train"), ("prod-gcp", "l4-eval")])
@@ -76,9 +110,24 @@ def test_single_node_jobs_carry_no_topology_request() -> None:
 
 
 def test_topology_required_asks_kueue_for_one_block() -> None:
-    annotations = pod_annotations("prod-gcp", "h200-train", 2, "required")
+    # A reservation whose nodes all stand ready: a TAS flavor without queued provisioning.
+    platform = copy.deepcopy(stackfile.read("prod-gcp", REPO).config["gpu-platform:platform"])
+    [pool] = [p for p in platform["nodePools"] if p["name"] == "h200-train"]
+    pool.update(provisioning="reservation", reservation="a3-ultra-block", minNodes=4)
+    spec = parse_spec(platform, "stacks/Pulumi.prod-gcp.yaml")
+    request = renderer.JobRequest(pool="h200-train", nodes=2, trainer_args=TRAINER_ARGS, topology="required", **REQUEST)  # type: ignore[arg-type]
+    template = renderer.render(spec, request)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
     assert annotations["kueue.x-k8s.io/podset-required-topology"] == "cloud.google.com/gce-topology-block"
     assert "kueue.x-k8s.io/podset-preferred-topology" not in annotations
+
+
+def test_topology_required_on_a_queued_pool_is_refused_with_the_reason() -> None:
+    with pytest.raises(renderer.JobError) as caught:
+        pod_annotations("prod-gcp", "h200-train", 2, "required")
+    [problem] = caught.value.problems
+    assert problem.startswith("--topology required: pool h200-train gets its nodes by queued provisioning")
+    assert problem.endswith("use --topology preferred")
 
 
 def test_topology_none_leaves_placement_to_the_pool() -> None:

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from components.jobs.fabric import MARKER_ENV
+from components.jobs.torchrun import WAIT_THEN_TORCHRUN
 from trainer.config import PrepareConfig
 from trainer.data import prepare
 
@@ -164,27 +166,35 @@ class Harness:
         local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
         return Run(proc, log, local, metrics)
 
-    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0, **overrides: Any) -> Run:
+    def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0,
+                  pod_entry: bool = False, max_restarts: int = 0, **overrides: Any) -> Run:
         """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
         nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
         metrics file is shared (rank 0 writes it), each agent logs to node<i>.log. Every agent
-        must exit with `expect_code`."""
+        must exit with `expect_code`. `pod_entry` starts each agent through the pod's entry
+        (components.jobs.torchrun) with the environment `gpu-platform job` gives it, the fabric
+        marker in a file of each node's own."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
         endpoint = f"127.0.0.1:{_free_port()}"
         runs = []
         for node in range(nodes):
-            command = [
-                sys.executable, "-m", "torch.distributed.run",
-                "--nnodes", str(nodes), "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", name,
-                "--monitor-interval", "0.2",
+            agent = [
+                f"--nnodes={nodes}", f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={name}",
+                "--monitor-interval=0.2",
                 "-m", "trainer", *self.train_args(ckpt, metrics, **overrides),
             ]
+            env = dict(self.env)
+            if pod_entry:
+                command = [sys.executable, "-c", WAIT_THEN_TORCHRUN, *agent]
+                env.update(NODE_RANK=str(node), RDZV_WAIT_SECONDS="30", **{MARKER_ENV: str(folder / f"fabric{node}")})
+            else:
+                command = [sys.executable, "-m", "torch.distributed.run", *agent]
             log = folder / f"node{node}.log"
             with open(log, "wb") as out:
-                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                         cwd=folder, start_new_session=True)
             runs.append(Run(proc, log, ckpt, metrics))
         codes = [self.finish(run) for run in runs]

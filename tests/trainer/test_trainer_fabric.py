@@ -49,12 +49,46 @@ def test_probe_sizes_are_powers_of_four_up_to_the_largest() -> None:
         ("tcpx.log", ("GPUDirectTCPX",), False),
         ("tcpxo.log", ("FasTrak",), False),
         ("socket.log", ("Socket",), True),
+        ("efa_direct.log", ("Libfabric",), False),
+        ("efa_tcp_provider.log", ("Libfabric",), True),
     ],
 )
 def test_transport_is_read_from_nccl_info_lines(log: str, names: tuple[str, ...], fallback: bool) -> None:
     transport = fabric.transport_of((LOGS / log).read_text().splitlines())
     assert transport.names == names
     assert transport.fallback is fallback
+
+
+@pytest.mark.parametrize(("log", "providers"), [("efa.log", ("efa",)), ("efa_legacy.log", ("efa",)),
+                                               ("efa_direct.log", ("efa",)), ("efa_tcp_provider.log", ("tcp",)),
+                                               ("ib_roce.log", ())])
+def test_aws_ofi_nccl_s_libfabric_provider_is_read_from_both_line_formats(log: str, providers: tuple[str, ...]) -> None:
+    assert fabric.transport_of((LOGS / log).read_text().splitlines()).providers == providers
+
+
+def test_aws_ofi_nccl_on_the_tcp_provider_fails_the_verdict_naming_the_provider() -> None:
+    transport = fabric.transport_of((LOGS / "efa_tcp_provider.log").read_text().splitlines())
+    report, problem = fabric.verdict("enforce", None, _samples(300.0), [(0, "node-a", transport)])
+    assert not report.passed and problem is not None
+    assert "Libfabric (EFA through aws-ofi-nccl) on libfabric provider tcp" in problem and "provider efa" in problem
+
+
+def test_nccl_warn_lines_are_picked_from_the_debug_file_s_lines() -> None:
+    warnings = fabric.nccl_warnings((LOGS / "warn.log").read_text().splitlines())
+    assert [w.split(" NCCL WARN ")[1] for w in warnings] == [
+        "NET/OFI Unable to create endpoint: Connection refused",
+        "socketStartConnect: Connect to 10.1.7.25<43527> failed : Software caused connection abort",
+    ]
+
+
+def test_nccl_warn_lines_of_the_debug_file_reach_stderr(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "nccl.%h.%p.log"
+    monkeypatch.setenv("NCCL_DEBUG_FILE", str(log))
+    fabric.debug_file().write_text((LOGS / "warn.log").read_text())
+    fabric.echo_nccl_warnings()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(" NCCL WARN " in line for line in err)
 
 
 def test_using_network_counts_when_no_channel_crossed_nodes() -> None:
@@ -125,6 +159,18 @@ def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None
     assert f"node {socket.gethostname()}" in output and "expected at least 1e+06 GB/s" in output
     assert "exitcode  : 3" in output or "exitcode: 3" in output.replace(" ", "")
     assert not any(r["event"] == "train" for r in run.metrics()), "a step ran"
+
+
+def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(harness: Harness) -> None:
+    # torchrun ends with 1 when a worker fails and restarts the workers first (--max-restarts):
+    # the restarted attempt must stop at once, and the pod's entry must exit with 3, the status
+    # the Job's podFailurePolicy fails the JobSet on (components.jobs.fabric).
+    run = harness.run_nodes("fabric-final", nodes=2, nproc_per_node=1, expect_code=fabric.EXIT_FABRIC,
+                            pod_entry=True, max_restarts=1, fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+    output = run.output()
+    assert "not retried, an earlier attempt of this job stopped: fabric check failed before step 1" in output
+    assert output.count("expected at least 1e+06 GB/s") >= 2, "the restarted attempt did not run"
+    assert (run.metrics_file.parent / "fabric0").read_text().startswith("fabric check failed before step 1")
 
 
 def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:

@@ -6,6 +6,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from components.checks.declared import HELM_RELEASE, KUEUE_TYPE_PREFIX, get, mapping
+from components.pools import POOL_LABEL
 from infra.tools.simulate.model import ModelError
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
@@ -55,3 +56,16 @@ class Objects:
 
 def name_of(obj: Mapping[str, Any]) -> str:
     return str(get(obj, "metadata", "name"))
+
+
+def pool_of(flavor: Mapping[str, Any]) -> str:
+    """The pool a ResourceFlavor stands for, the name jobs and traces use: the pool label it
+    selects nodes by (`gpu-platform job` selects the same label), else its own name (flavors of
+    existing clusters' own selectors). A TAS flavor's name differs from its pool's
+    (components.kubernetes.topology.flavor_name)."""
+    return str(mapping(get(flavor, "spec", "nodeLabels")).get(POOL_LABEL) or name_of(flavor))
+
+
+def flavor_pools(objects: Objects) -> dict[str, str]:
+    """ResourceFlavor name -> its pool."""
+    return {name_of(f): pool_of(f) for f in objects.kueue("ResourceFlavor")}

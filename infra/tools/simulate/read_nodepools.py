@@ -24,7 +24,7 @@ from components.facts import karpenter as facts
 from components.pools import GPU_RESOURCE
 from infra.tools.simulate import read_nodes
 from infra.tools.simulate.model import SCALE_UP_S, SPOT_INTERRUPTIONS_PER_NODE_DAY, Autoscaler, ModelError, Overrides, PoolModel
-from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of
+from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of, pool_of
 
 # The cluster-autoscaler's reaction time inside SCALE_UP_S (cluster-autoscaler FAQ: scale-up
 # within 30 s on clusters under 100 nodes), which Karpenter does not spend.
@@ -140,10 +140,10 @@ def split(objects: Objects, resources: Sequence[Mapping[str, Any]]) -> tuple[lis
             continue
         found = node_pools_for(objects, selector)
         if found:
-            karpenter[name_of(flavor)] = found[0]
+            karpenter[pool_of(flavor)] = found[0]
     kept = [
         r
         for r in resources
-        if not (str(r["type"]).endswith(":ResourceFlavor") and name_of(r["inputs"]) in karpenter)
+        if not (str(r["type"]).endswith(":ResourceFlavor") and pool_of(r["inputs"]) in karpenter)
     ]
     return kept, karpenter

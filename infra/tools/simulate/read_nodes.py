@@ -26,7 +26,7 @@ from infra.tools.simulate.model import (
     PoolModel,
     Refused,
 )
-from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of
+from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of, pool_of
 
 
 def aws_autoscaler(objects: Objects) -> Autoscaler:
@@ -225,8 +225,8 @@ def pool_models(
     objects: Objects, outputs: Mapping[str, Any], cloud: str, overrides: Overrides
 ) -> tuple[PoolModel, ...]:
     pools = []
-    for flavor in sorted(objects.kueue("ResourceFlavor"), key=name_of):
-        name = name_of(flavor)
+    for flavor in sorted(objects.kueue("ResourceFlavor"), key=pool_of):
+        name = pool_of(flavor)
         selector = mapping(get(flavor, "spec", "nodeLabels"))
         if cloud == "aws":
             found = [r for r in objects.of(declared.EKS_NODE_GROUP) if _matches(get(r["inputs"], "labels"), selector)]

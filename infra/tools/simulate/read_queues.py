@@ -3,7 +3,7 @@ LocalQueues, the priority tiers and the controller's waitForPodsReady settings."
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -25,11 +25,12 @@ from infra.tools.simulate.model import (
     Refused,
     Tier,
 )
-from infra.tools.simulate.objects import Objects, duration_s, int_of, name_of, optional_int
+from infra.tools.simulate.objects import Objects, duration_s, flavor_pools, int_of, name_of, optional_int
 
 
-def _gpu_quotas(spec: Any, owner: str) -> dict[str, dict[str, Any]]:
-    """flavor -> {nominalQuota, borrowingLimit, lendingLimit} of nvidia.com/gpu."""
+def _gpu_quotas(spec: Any, owner: str, pools: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """pool -> {nominalQuota, borrowingLimit, lendingLimit} of nvidia.com/gpu; `pools` maps a
+    flavor's name to its pool's."""
     out: dict[str, dict[str, Any]] = {}
     for group in items(get(spec, "resourceGroups")):
         covered = [str(r) for r in items(get(group, "coveredResources"))]
@@ -41,7 +42,7 @@ def _gpu_quotas(spec: Any, owner: str) -> dict[str, dict[str, Any]]:
         for flavor in items(get(group, "flavors")):
             for quota in items(get(flavor, "resources")):
                 if get(quota, "name") == GPU_RESOURCE:
-                    out[str(get(flavor, "name"))] = dict(mapping(quota))
+                    out[pools.get(str(get(flavor, "name")), str(get(flavor, "name")))] = dict(mapping(quota))
     return out
 
 
@@ -50,7 +51,7 @@ def cluster_queues(objects: Objects, pools: Sequence[str]) -> tuple[QueueModel, 
     for cq in objects.kueue("ClusterQueue"):
         name, spec = name_of(cq), get(cq, "spec")
         owner = f"ClusterQueue {name}"
-        quotas = _gpu_quotas(spec, owner)
+        quotas = _gpu_quotas(spec, owner, flavor_pools(objects))
         within = str(get(spec, "preemption", "withinClusterQueue") or "Never")
         reclaim = str(get(spec, "preemption", "reclaimWithinCohort") or "Never")
         borrow = get(spec, "preemption", "borrowWithinCohort", "policy") or "Never"
@@ -93,7 +94,7 @@ def cohort_quotas(objects: Objects, queues: Sequence[QueueModel], pools: Sequenc
         name, spec = name_of(cohort), get(cohort, "spec")
         if get(spec, "parentName"):
             raise Refused("hierarchical-cohorts", f"Cohort {name}: hierarchical cohorts (parentName) are not modeled")
-        quotas = _gpu_quotas(spec, f"Cohort {name}")
+        quotas = _gpu_quotas(spec, f"Cohort {name}", flavor_pools(objects))
         cohorts[name] = {p: int_of(quotas.get(p, {}).get("nominalQuota", 0), f"Cohort {name} {p} nominalQuota") for p in pools}
     return cohorts
 

@@ -10,7 +10,7 @@ import traceback
 from trainer.config import ConfigError, ExportConfig, PrepareConfig, parse
 from trainer.data import prepare
 from trainer.export import export
-from trainer.fabric import EXIT_FABRIC, FabricFailure
+from trainer.fabric import EXIT_FABRIC, FabricFailure, record_failure
 from trainer.train import run
 
 
@@ -34,6 +34,7 @@ def main() -> None:
         code = 2
     except FabricFailure as failure:
         print(f"trainer: error: {failure}", file=sys.stderr)
+        record_failure(str(failure))
         code = EXIT_FABRIC
     except Exception:
         traceback.print_exc()

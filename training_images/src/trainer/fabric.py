@@ -12,6 +12,12 @@ message naming the node, the transport, the measured and the expected figures; `
 same message and trains; `off` (the trainer's default; `gpu-platform job` sets the mode per
 pool) skips all of it. The result rides on the metrics lines as `fabric`.
 
+A stopped gate is final (the network does not change on a retry): each rank writes its message to
+the file $TRAINER_FABRIC_MARKER names (`gpu-platform job` sets it, components.jobs.fabric), and an
+attempt torchrun restarts in the same container stops at once when any rank finds one, without
+probing again; the container's entry then exits with EXIT_FABRIC, which the Job's
+podFailurePolicy turns into a failed JobSet instead of a restart.
+
 Bus bandwidth follows nccl-tests (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = S / t with S the
 bytes each rank reduces and t the time of one operation, and for all-reduce busbw = algbw x
 2(n-1)/n, n ranks; GB/s are 1e9 bytes per second; t is the mean over ranks (nccl-tests' default
@@ -24,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -48,6 +55,17 @@ DEBUG_LEVELS = ("INFO", "TRACE")
 SUBSYSTEMS = "INIT,NET"
 _USING = re.compile(r"NCCL INFO Using network (?P<name>\S.*?)\s*$")
 _VIA = re.compile(r"\bvia NET/(?P<name>[A-Za-z][A-Za-z0-9 _-]*?)(?:/\d+)")
+# aws-ofi-nccl's libfabric provider: "NET/OFI Selected Provider is efa (found 32 nics)" (older
+# releases) and "NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"
+# (aws/aws-ofi-nccl src/nccl_ofi_net.cpp, nccl_net_ofi_query_provider_capabilities). Anything but
+# efa (tcp, sockets) is libfabric's own TCP: the plugin loads and still moves bytes over sockets.
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<name>[^\s,]+)")
+LIBFABRIC = ("Libfabric", "AWS Libfabric")
+EFA_PROVIDER = "efa"
+# NCCL writes WARN lines where it writes INFO, so into NCCL_DEBUG_FILE once that is set, not to
+# stderr (NVIDIA/nccl src/debug.cc, ncclDebugLog: "\n<host>:<pid>:<tid> [<dev>] <file>:<line>
+# NCCL WARN <message>"); the gate copies them to stderr, where the pod's log shows them.
+_WARN = re.compile(r"\bNCCL WARN\b")
 # GPUDirect-TCPX names itself with its plugin ABI, e.g. "GPUDirectTCPX_v7".
 _ABI_SUFFIX = re.compile(r"_v\d+$")
 
@@ -94,15 +112,23 @@ class Transport:
     them is a TCP socket transport. No names: NCCL logged none (gloo, or one node)."""
 
     names: tuple[str, ...]
+    # aws-ofi-nccl's libfabric providers, where it logged them.
+    providers: tuple[str, ...] = ()
 
     @property
     def fallback(self) -> bool:
-        return any(n in FALLBACK for n in self.names)
+        return any(n in FALLBACK for n in self.names) or self.ofi_over_tcp
+
+    @property
+    def ofi_over_tcp(self) -> bool:
+        """aws-ofi-nccl runs, but on a libfabric provider other than EFA's."""
+        return any(n in LIBFABRIC for n in self.names) and any(p != EFA_PROVIDER for p in self.providers)
 
     def describe(self) -> str:
         if not self.names:
             return "no NCCL network logged"
-        return ", ".join(f"{n} ({FALLBACK.get(n) or FABRIC.get(n) or 'unknown to the trainer'})" for n in self.names)
+        text = ", ".join(f"{n} ({FALLBACK.get(n) or FABRIC.get(n) or 'unknown to the trainer'})" for n in self.names)
+        return text + (f" on libfabric provider {', '.join(self.providers)}" if self.providers else "")
 
 
 def bus_bandwidth(size_bytes: int, seconds: float, ranks: int) -> tuple[float, float]:
@@ -153,12 +179,26 @@ def transport_of(lines: Iterable[str]) -> Transport:
     across nodes, else the communicator's "Using network <name>"."""
     via: list[str] = []
     using: list[str] = []
+    providers: list[str] = []
     for line in lines:
         if (m := _USING.search(line)) is not None:
             using.append(_ABI_SUFFIX.sub("", m["name"]))
+        if (m := _OFI_PROVIDER.search(line)) is not None:
+            providers.append(m["name"])
         for m in _VIA.finditer(line):
             via.append(_ABI_SUFFIX.sub("", m["name"].strip()))
-    return Transport(tuple(dict.fromkeys(via or using)))
+    return Transport(tuple(dict.fromkeys(via or using)), tuple(dict.fromkeys(providers)))
+
+
+def nccl_warnings(lines: Iterable[str]) -> list[str]:
+    """NCCL's WARN lines among its debug lines."""
+    return [line for line in lines if _WARN.search(line)]
+
+
+def echo_nccl_warnings() -> None:
+    """This process's NCCL WARN lines so far, on stderr."""
+    for line in nccl_warnings(read_lines(debug_file())):
+        print(line, file=sys.stderr, flush=True)
 
 
 def multi_node(world_size: int) -> bool:
@@ -192,6 +232,33 @@ def capture_nccl_log() -> None:
     elif not subsystems:
         os.environ["NCCL_DEBUG_SUBSYS"] = SUBSYSTEMS
     os.environ.setdefault("NCCL_DEBUG_FILE", str(debug_file()))
+
+
+MARKER_ENV = "TRAINER_FABRIC_MARKER"
+
+
+def record_failure(message: str) -> None:
+    """Leave the message where the entry and a restarted attempt look (no-op when unset); the
+    first attempt's message stays."""
+    marker = os.environ.get(MARKER_ENV)
+    if marker and not Path(marker).exists():
+        Path(marker).write_text(message + "\n")
+
+
+def earlier_failure(d: Dist) -> str | None:
+    """The message of a gate that stopped an earlier attempt, on any rank's node."""
+    marker = os.environ.get(MARKER_ENV)
+    mine = read_text(Path(marker)) if marker else None
+    gathered: list[str | None] = [None] * d.world_size
+    dist.all_gather_object(gathered, mine)
+    return next((text for text in gathered if text), None)
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
 
 
 def read_lines(path: Path) -> list[str]:
@@ -235,7 +302,8 @@ def verdict(mode: str, floor_gbps: float | None, samples: list[Sample],
         rank, node, transport = fallback[0]
         more = f" and {len(fallback) - 1} more rank(s)" if len(fallback) > 1 else ""
         problems.append(f"node {node} (rank {rank}{more}) uses NCCL network {transport.describe()}, "
-                        "expected the pool's fabric (EFA, RDMA or GPUDirect)")
+                        "expected the pool's fabric (EFA, RDMA or GPUDirect"
+                        + (", libfabric provider efa)" if transport.ofi_over_tcp else ")"))
     if floor_gbps is not None and largest.busbw_gbps < floor_gbps:
         _, node, transport = ranks[0]
         problems.append(f"bus bandwidth {largest.busbw_gbps:.2f} GB/s at {largest.bytes // MIB} MiB over "
@@ -270,8 +338,14 @@ def gate(mode: str, floor_gbps: float | None, max_mib: int, d: Dist) -> dict[str
     rank stops or every rank trains."""
     if mode == "off" or not multi_node(d.world_size):
         return None
-    samples = probe(d, probe_sizes(max_mib))
-    report, problem = verdict(mode, floor_gbps, samples, gather_transports(d))
+    if mode == "enforce" and (earlier := earlier_failure(d)) is not None:
+        raise FabricFailure(f"not retried, an earlier attempt of this job stopped: {earlier}")
+    try:
+        samples = probe(d, probe_sizes(max_mib))
+        ranks = gather_transports(d)
+    finally:
+        echo_nccl_warnings()
+    report, problem = verdict(mode, floor_gbps, samples, ranks)
     if d.is_main:
         log(f"fabric check ({mode}): {report.transport}, bus bandwidth {report.busbw_gbps:.2f} GB/s at "
             f"{report.size_bytes // MIB} MiB" + (f", floor {floor_gbps:g} GB/s" if floor_gbps is not None else ""), d.rank)
