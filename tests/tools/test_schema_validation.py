@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes_validate
@@ -14,21 +15,21 @@ from infra.tools import schemas
 STACKS = ["dev-aws", "dev-aws-karpenter", "dev-gcp", "prod-aws", "prod-gcp", "onprem"]
 
 
-def _upstream(obj: dict[str, Any], version: str) -> tuple[str, str] | None:
-    """(error path, message) from kubernetes-validate itself, or None when valid."""
+def _outcome(validate: Callable[..., object], obj: dict[str, Any], version: str) -> tuple[str, str] | None:
+    """(error path, message) of one validator, or None when the object is valid."""
     try:
-        kubernetes_validate.validate(obj, version, strict=True)
+        validate(obj, version, strict=True)
     except kubernetes_validate.ValidationError as exc:
         return ".".join(str(p) for p in exc.path), exc.message
     return None
+
+
+def _upstream(obj: dict[str, Any], version: str) -> tuple[str, str] | None:
+    return _outcome(kubernetes_validate.validate, obj, version)
 
 
 def _cached(obj: dict[str, Any], version: str) -> tuple[str, str] | None:
-    try:
-        schemas.validate(obj, version, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        return ".".join(str(p) for p in exc.path), exc.message
-    return None
+    return _outcome(schemas.validate, obj, version)
 
 
 def _objects(synthesis: synth.Synthesis) -> list[dict[str, Any]]:
