@@ -4,7 +4,7 @@ VENV ?= .venv
 STACK ?= dev-aws
 BIN = $(VENV)/bin
 
-.PHONY: setup setup-trainer synth test typecheck
+.PHONY: setup setup-trainer setup-prometheus synth test typecheck
 
 # Reinstall when the project's dependencies change.
 $(VENV)/.installed: pyproject.toml
@@ -22,12 +22,18 @@ $(VENV)/.trainer-installed: $(VENV)/.installed training_images/pyproject.toml
 
 setup: $(VENV)/.installed
 
+# promtool and the Prometheus server from Debian's prometheus package: the alert rule tests run
+# `promtool check rules` / `promtool test rules` and the loopback test starts the server
+# (tests/observability, tests/trainer); installed where the machine lacks them (apt-get, as root).
+setup-prometheus:
+	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
+
 setup-trainer: $(VENV)/.trainer-installed
 
 synth: setup
 	$(BIN)/gpu-platform synth $(STACK)
 
-test: setup setup-trainer
+test: setup setup-trainer setup-prometheus
 	$(BIN)/pyright
 	$(BIN)/pytest
 

@@ -22,10 +22,10 @@ def onprem_rule_groups(platform: dict[str, Any] | None = None) -> list[dict[str,
 
 
 def promtool() -> str:
-    """promtool from Debian's prometheus package; .ci/run installs it. Missing: a failure, not a
-    skip, so CI cannot pass without the rules having been checked."""
+    """promtool from Debian's prometheus package, which `make test` installs (setup-prometheus).
+    Missing: a failure, not a skip, so CI cannot pass without the rules having been checked."""
     found = shutil.which("promtool")
-    assert found, "promtool not found: apt-get install prometheus (.ci/run does)"
+    assert found, "promtool not found: apt-get install prometheus (make test does: setup-prometheus)"
     return found
 
 

@@ -40,7 +40,7 @@ def _get(url: str) -> Any:
 
 def _start_prometheus(folder: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
     server = shutil.which("prometheus")
-    assert server, "prometheus not found: apt-get install prometheus (.ci/run does)"
+    assert server, "prometheus not found: apt-get install prometheus (make test does: setup-prometheus)"
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "jobs", "rules": goodput_records()}]}))
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
