@@ -25,14 +25,22 @@ from components import naming, node_resources, tenancy
 from components.facts import image_ref
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
 from components.jobs import fabric, flags, grace, placement, trainer_args
-from components.jobs.torchrun import JOBSET_UID_ENV, JOBSET_UID_LABEL, POD_IP_ENV, RDZV_PORT, RDZV_WAIT_S, WAIT_THEN_TORCHRUN, torchrun_args
-from components.observability.objects import TRAINER_METRICS_PORT, TRAINER_PORT_NAME
+from components.jobs.torchrun import (
+    JOBSET_UID_ENV,
+    JOBSET_UID_LABEL,
+    POD_IP_ENV,
+    RDZV_PORT,
+    RDZV_WAIT_S,
+    WAIT_THEN_TORCHRUN,
+    torchrun_args,
+)
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
 from components.naming import TRAINER_UID
 from components.node_resources import EFA_RESOURCE, Requests
+from components.observability.objects import TRAINER_METRICS_PORT, TRAINER_PORT_NAME
 from components.pools import GPU_RESOURCE, Pool, derive_pools
 from components.spec import NodePoolSpec, PlatformSpec
 from components.spec.karpenter_rules import karpenter_provisions
