@@ -25,12 +25,7 @@ from components.kubernetes import DataVolume
 from components.naming import TRAINER_UID
 from components.spec import PlatformSpec
 
-# NFSv4 (Amazon EFS User Guide, "Security groups for mount targets": TCP 2049).
-NFS_PORT = 2049
-# The efs-utils mount option for IAM authorization, and the EFS CSI driver's volume attribute for
-# TLS (aws-efs-csi-driver@v3.3.0 docs/parameters.md, pkg/driver/node.go).
-MOUNT_OPTION_IAM = "iam"
-ENCRYPT_IN_TRANSIT = "encryptInTransit"
+NFS_PORT = aws_facts.NFS_PORT
 # Each team's directory: the access point creates it on first use, owned by the trainer's user.
 TEAM_ROOT = "/teams"
 TEAM_DIRECTORY_PERMISSIONS = "0750"
@@ -154,8 +149,8 @@ class TrainingFileSystem(pulumi.ComponentResource):
             # encryptInTransit is true (its default) and for every access point, and warns that
             # `tls` under mountOptions is deprecated (pkg/driver/node.go NodePublishVolume).
             # Stated, so a change of default never turns it off.
-            mount_options=(MOUNT_OPTION_IAM,),
-            volume_attributes={ENCRYPT_IN_TRANSIT: "true"},
+            mount_options=(aws_facts.EFS_MOUNT_OPTION_IAM,),
+            volume_attributes={aws_facts.EFS_ENCRYPT_IN_TRANSIT: "true"},
             denied_egress_tcp_ports=(NFS_PORT,),
         )
         self.register_outputs({"fileSystemId": self.file_system_id})

@@ -168,18 +168,6 @@ def tls_only_bucket_policy(bucket_arn: str) -> Policy:
     }
 
 
-# What NFS clients do on EFS (EFS user guide, "Using IAM to control access to file systems":
-# ClientMount is read-only access, ClientWrite writing, ClientRootAccess acting as root).
-EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess")
-# The condition keys EFS evaluates for NFS clients (same page: aws:SecureTransport, aws:SourceIp,
-# elasticfilesystem:AccessPointArn, elasticfilesystem:AccessedViaMountTarget; "no other condition
-# keys are enforced"). So a policy cannot name the principal in a condition (aws:PrincipalArn is
-# not evaluated): who may mount is said only by the Allow's Principal.
-EFS_ACCESS_POINT_KEY = "elasticfilesystem:AccessPointArn"
-EFS_VIA_MOUNT_TARGET_KEY = "elasticfilesystem:AccessedViaMountTarget"
-SECURE_TRANSPORT_KEY = "aws:SecureTransport"
-
-
 def efs_file_system_policy(file_system_arn: str, mount_role_arn: str, access_point_arns: list[str]) -> Policy:
     """Who may mount the training file system, and how.
 
@@ -207,27 +195,27 @@ def efs_file_system_policy(file_system_arn: str, mount_role_arn: str, access_poi
                 "Sid": "DenyWithoutTls",
                 "Effect": "Deny",
                 "Principal": anyone,
-                "Action": list(EFS_CLIENT_ACTIONS),
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS),
                 "Resource": file_system_arn,
-                "Condition": {"Bool": {SECURE_TRANSPORT_KEY: "false"}},
+                "Condition": {"Bool": {aws_facts.SECURE_TRANSPORT_KEY: "false"}},
             },
             {
                 "Sid": "DenyOutsideTheTeamsAccessPoints",
                 "Effect": "Deny",
                 "Principal": anyone,
-                "Action": list(EFS_CLIENT_ACTIONS),
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS),
                 "Resource": file_system_arn,
-                "Condition": {"StringNotEquals": {EFS_ACCESS_POINT_KEY: points}},
+                "Condition": {"StringNotEquals": {aws_facts.EFS_ACCESS_POINT_KEY: points}},
             },
             {
                 "Sid": "CsiDriverMountsTeamAccessPoints",
                 "Effect": "Allow",
                 "Principal": {"AWS": mount_role_arn},
-                "Action": ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS[:2]),
                 "Resource": file_system_arn,
                 "Condition": {
-                    "Bool": {SECURE_TRANSPORT_KEY: "true", EFS_VIA_MOUNT_TARGET_KEY: "true"},
-                    "StringEquals": {EFS_ACCESS_POINT_KEY: points},
+                    "Bool": {aws_facts.SECURE_TRANSPORT_KEY: "true", aws_facts.EFS_VIA_MOUNT_TARGET_KEY: "true"},
+                    "StringEquals": {aws_facts.EFS_ACCESS_POINT_KEY: points},
                 },
             },
         ],

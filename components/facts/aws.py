@@ -102,6 +102,26 @@ EFS_CSI_DRIVER = "efs.csi.aws.com"
 # charts/aws-efs-csi-driver/values.yaml node.serviceAccount.name; the pod runs hostNetwork: true,
 # templates/node-daemonset.yaml), whose role the file system policy allows.
 EFS_CSI_NODE_SERVICE_ACCOUNT = "efs-csi-node-sa"
+# NFSv4 (EFS user guide, "Security groups for mount targets": TCP 2049).
+NFS_PORT = 2049
+# What NFS clients do on EFS, read-only mount first, then write, then root (EFS user guide,
+# "Using IAM to control access to file systems", client actions).
+EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess")
+# The condition keys EFS evaluates for NFS clients (same page: aws:SecureTransport, aws:SourceIp,
+# elasticfilesystem:AccessPointArn, elasticfilesystem:AccessedViaMountTarget; "no other condition
+# keys are enforced"). A policy therefore cannot name a principal in a condition (aws:PrincipalArn
+# is not evaluated): who may mount is said only by an Allow's Principal.
+SECURE_TRANSPORT_KEY = "aws:SecureTransport"
+EFS_ACCESS_POINT_KEY = "elasticfilesystem:AccessPointArn"
+EFS_VIA_MOUNT_TARGET_KEY = "elasticfilesystem:AccessedViaMountTarget"
+# The efs-utils mount option for IAM authorization ("Use the CSI Node Pod's IAM identity") and the
+# driver's volume attribute for TLS (aws-efs-csi-driver@v3.3.0 docs/parameters.md,
+# pkg/driver/node.go NodePublishVolume).
+EFS_MOUNT_OPTION_IAM = "iam"
+EFS_ENCRYPT_IN_TRANSIT = "encryptInTransit"
+# AWS managed policies granting the EFS client actions to whoever holds them (IAM, AWS managed
+# policies AmazonElasticFileSystemClientFullAccess, ...ClientReadWriteAccess, ...ClientReadOnlyAccess).
+EFS_CLIENT_MANAGED_POLICY_PREFIX = "AmazonElasticFileSystemClient"
 # The VPC CNI add-on's configuration value that starts its network policy agent, so NetworkPolicy
 # objects are enforced at all (EKS user guide, cni-network-policy-configure: configuration values
 # `{"enableNetworkPolicy": "true"}`, VPC CNI 1.14 or later, kernel 5.10 or later).
