@@ -44,6 +44,9 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
         "arn": "arn:aws:ecr:{region}:" + MOCK_ACCOUNT + ":repository/{inputs.name}",
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::{inputs.bucket}"},
+    # arn:aws:elasticfilesystem:<region>:<account>:file-system/<id> and access-point/<id> (EFS API).
+    "aws:efs/fileSystem:FileSystem": {"arn": "arn:aws:elasticfilesystem:{region}:" + MOCK_ACCOUNT + ":file-system/{name}-id"},
+    "aws:efs/accessPoint:AccessPoint": {"arn": "arn:aws:elasticfilesystem:{region}:" + MOCK_ACCOUNT + ":access-point/{name}-id"},
     "aws:sqs/queue:Queue": {"arn": "arn:aws:sqs:{region}:" + MOCK_ACCOUNT + ":{inputs.name}"},
     # docker-build Image.ref: "a single fully-qualified tag including the build's digest" once pushed.
     "docker-build:index:Image": {"ref": "{inputs.tags.0}@sha256:" + "0" * 64, "digest": "sha256:" + "0" * 64},

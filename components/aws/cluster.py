@@ -50,6 +50,9 @@ class EksCluster(pulumi.ComponentResource):
     system_nodes: aws.eks.NodeGroup
     # Add-ons the rest of the cluster leans on (DNS, pod networking, volumes).
     addons: list[aws.eks.Addon]
+    # The IRSA role of each add-on that has one; the EFS CSI driver's is the one identity the file
+    # system policy lets mount (components.aws.efs).
+    addon_role_arns: dict[str, pulumi.Output[str]]
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
@@ -146,6 +149,7 @@ class EksCluster(pulumi.ComponentResource):
         # What a node group must wait for besides its add-ons: its role's policies.
         self.node_role_policies: list[pulumi.Resource] = list(node_policies)
         addon_versions = aws_facts.ADDON_VERSIONS[spec.cluster.kubernetes_version]
+        self.addon_role_arns = {}
         # Networking first: nodes only become Ready once the CNI and kube-proxy run.
         networking = [self._addon(name, addon, addon_versions[addon], account) for addon in ("vpc-cni", "kube-proxy")]
         template = node_launch_template(
@@ -239,22 +243,29 @@ class EksCluster(pulumi.ComponentResource):
         role_arn: pulumi.Output[str] | None = None
         policies: list[pulumi.Resource] = []
         if addon in aws_facts.ADDON_SERVICE_ACCOUNTS:
-            subject = f"system:serviceaccount:kube-system:{aws_facts.ADDON_SERVICE_ACCOUNTS[addon]}"
-            role = self.irsa_role(f"{name}-{addon}", [subject])
-            attachment = aws.iam.RolePolicyAttachment(
-                f"{name}-{addon}",
-                role=role.name,
-                policy_arn=iam.managed_policy_arn(account.partition, aws_facts.ADDON_ROLE_POLICIES[addon]),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
-            )
-            policies.append(attachment)
+            subjects = [f"system:serviceaccount:kube-system:{account_name}" for account_name in aws_facts.ADDON_SERVICE_ACCOUNTS[addon]]
+            role = self.irsa_role(f"{name}-{addon}", subjects)
+            if addon in aws_facts.ADDON_ROLE_POLICIES:
+                attachment = aws.iam.RolePolicyAttachment(
+                    f"{name}-{addon}",
+                    role=role.name,
+                    policy_arn=iam.managed_policy_arn(account.partition, aws_facts.ADDON_ROLE_POLICIES[addon]),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[role]),
+                )
+                policies.append(attachment)
             role_arn = role.arn
+            self.addon_role_arns[addon] = role.arn
+        # The VPC CNI's network policy agent: NetworkPolicy objects are only enforced with it
+        # (EKS user guide, cni-network-policy-configure); the team namespaces' NFS egress policy
+        # depends on it (components.kubernetes.layer).
+        configuration = json.dumps(aws_facts.VPC_CNI_CONFIGURATION) if addon == "vpc-cni" else None
         return aws.eks.Addon(
             f"{name}-{addon}",
             cluster_name=self.cluster.name,
             addon_name=addon,
             addon_version=version,
             service_account_role_arn=role_arn,
+            configuration_values=configuration,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=self, depends_on=policies), opts),

@@ -1,23 +1,31 @@
 """A shared POSIX file system for jobs' /data: checkpoints need renames, which S3 cannot do.
 
-One encrypted EFS file system per cluster, reachable over NFS from the cluster's nodes only,
-and an access point per team, so each team's claim sees its own directory, owned by the
-trainer's user, and nothing of the other teams'.
+One encrypted EFS file system per cluster and an access point per team, so each team's claim sees
+its own directory, owned by the trainer's user, and nothing of the other teams'. What keeps a pod
+from reaching past its claim (docs/tenancy.md, "The file system"): a file system policy that
+refuses anonymous clients, plain NFS and mounts outside the teams' access points and allows only
+the EFS CSI driver's role; `iam` and TLS on every team volume; and a NetworkPolicy in every team
+namespace closing NFS to pods, enforced by the VPC CNI's network policy agent. The mount targets'
+security group cannot do that last part: under the VPC CNI pods use their node's primary ENI
+security groups (EKS user guide, "Security groups for Pods", off here), so a group that admits the
+nodes admits their pods.
 """
 
 from __future__ import annotations
+
+import json
 
 import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.aws import iam
 from components.facts import aws as aws_facts
 from components.kubernetes import DataVolume
 from components.naming import TRAINER_UID
 from components.spec import PlatformSpec
 
-# NFSv4 (Amazon EFS User Guide, "Security groups for mount targets": TCP 2049).
-NFS_PORT = 2049
+NFS_PORT = aws_facts.NFS_PORT
 # Each team's directory: the access point creates it on first use, owned by the trainer's user.
 TEAM_ROOT = "/teams"
 TEAM_DIRECTORY_PERMISSIONS = "0750"
@@ -50,11 +58,13 @@ class TrainingFileSystem(pulumi.ComponentResource):
         subnets: dict[str, pulumi.Output[str]],
         node_security_group_id: pulumi.Input[str],
         kms_key_arn: pulumi.Input[str],
+        mount_role_arn: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`node_security_group_id`: the group every node carries (EKS managed node groups get
         the cluster security group); NFS is open to it and nothing else. `kms_key_arn`: the
-        wing's data key, so datasets in the bucket and checkpoints here share one audited key."""
+        wing's data key, so datasets in the bucket and checkpoints here share one audited key.
+        `mount_role_arn`: the EFS CSI add-on's role, the identity its node plugin mounts as."""
         super().__init__("gpu-platform:aws:TrainingFileSystem", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         file_system = aws.efs.FileSystem(
@@ -98,6 +108,7 @@ class TrainingFileSystem(pulumi.ComponentResource):
                 opts=child,
             )
         handles: dict[str, pulumi.Input[str]] = {}
+        access_point_arns: list[pulumi.Output[str]] = []
         for namespace in naming.team_namespaces(spec):
             access_point = aws.efs.AccessPoint(
                 f"{name}-{namespace}",
@@ -116,11 +127,30 @@ class TrainingFileSystem(pulumi.ComponentResource):
             handles[namespace] = pulumi.Output.all(file_system.id, access_point.id).apply(
                 lambda ids: volume_handle(ids[0], ids[1])
             )
+            access_point_arns.append(access_point.arn)
+        # A replaced role would keep its ARN but not its principal id, and the policy would lock
+        # it out (EFS user guide, resource-based policy examples): the role is auto-named, so a
+        # replacement has a new ARN and this policy is rewritten with it.
+        aws.efs.FileSystemPolicy(
+            name,
+            file_system_id=file_system.id,
+            policy=pulumi.Output.all(file_system.arn, mount_role_arn, *access_point_arns).apply(
+                lambda args: json.dumps(iam.efs_file_system_policy(args[0], args[1], list(args[2:])))
+            ),
+            opts=child,
+        )
         self.file_system_id = file_system.id
         self.data_volume = DataVolume(
             driver=aws_facts.EFS_CSI_DRIVER,
             handles=handles,
-            # Encrypt NFS traffic in transit (efs-utils mount helper option).
-            mount_options=("tls",),
+            # `iam`: the mount helper authenticates as the node plugin's IAM identity
+            # (aws-efs-csi-driver@v3.3.0 docs/parameters.md), which the file system policy needs.
+            # TLS is the driver's volume attribute, not a mount option: it adds `tls` itself when
+            # encryptInTransit is true (its default) and for every access point, and warns that
+            # `tls` under mountOptions is deprecated (pkg/driver/node.go NodePublishVolume).
+            # Stated, so a change of default never turns it off.
+            mount_options=(aws_facts.EFS_MOUNT_OPTION_IAM,),
+            volume_attributes={aws_facts.EFS_ENCRYPT_IN_TRANSIT: "true"},
+            denied_egress_tcp_ports=(NFS_PORT,),
         )
         self.register_outputs({"fileSystemId": self.file_system_id})

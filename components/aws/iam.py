@@ -166,3 +166,57 @@ def tls_only_bucket_policy(bucket_arn: str) -> Policy:
             }
         ],
     }
+
+
+def efs_file_system_policy(file_system_arn: str, mount_role_arn: str, access_point_arns: list[str]) -> Policy:
+    """Who may mount the training file system, and how.
+
+    Any policy replaces EFS's default, which "grants full access to any anonymous client that can
+    connect to the file system using a mount target" (EFS user guide, default file system policy):
+    here nothing allows anonymous clients, so a client mounting without `iam` is refused. Only
+    `mount_role_arn` (the EFS CSI driver's role, which its node plugin presents for every `iam`
+    mount) is allowed, read and write but never root, and only through mount targets and the
+    teams' access points (EFS user guide, "Using access points in IAM policies"). The denies hold
+    for every principal, whatever an identity policy elsewhere allows: without TLS, or not through
+    one of these access points (a negated condition on a key the request lacks is true: IAM user
+    guide, condition operators), nothing. They name only client actions, so the policy never
+    locks its author out of PutFileSystemPolicy (EFS PutFileSystemPolicy, lockout safety check).
+
+    IAM cannot tell one team's mount from another's: the CSI driver mounts every volume as its node
+    plugin, not as the pod (aws/containers-roadmap#1003). Which team reaches which access point is
+    Kubernetes' to enforce (each team's volume is bound to its own claim, docs/tenancy.md).
+    """
+    points = sorted(access_point_arns)
+    anyone = {"AWS": "*"}
+    return {
+        "Version": _VERSION,
+        "Statement": [
+            {
+                "Sid": "DenyWithoutTls",
+                "Effect": "Deny",
+                "Principal": anyone,
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS),
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {aws_facts.SECURE_TRANSPORT_KEY: "false"}},
+            },
+            {
+                "Sid": "DenyOutsideTheTeamsAccessPoints",
+                "Effect": "Deny",
+                "Principal": anyone,
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS),
+                "Resource": file_system_arn,
+                "Condition": {"StringNotEquals": {aws_facts.EFS_ACCESS_POINT_KEY: points}},
+            },
+            {
+                "Sid": "CsiDriverMountsTeamAccessPoints",
+                "Effect": "Allow",
+                "Principal": {"AWS": mount_role_arn},
+                "Action": list(aws_facts.EFS_CLIENT_ACTIONS[:2]),
+                "Resource": file_system_arn,
+                "Condition": {
+                    "Bool": {aws_facts.SECURE_TRANSPORT_KEY: "true", aws_facts.EFS_VIA_MOUNT_TARGET_KEY: "true"},
+                    "StringEquals": {aws_facts.EFS_ACCESS_POINT_KEY: points},
+                },
+            },
+        ],
+    }

@@ -147,6 +147,7 @@ class AwsPlatform(pulumi.ComponentResource):
             subnets=network.private_subnets,
             node_security_group_id=cluster.security_group_id,
             kms_key_arn=storage.data_key_arn,
+            mount_role_arn=cluster.addon_role_arns["aws-efs-csi-driver"],
             opts=child,
         )
         self.data_volume = file_system.data_volume

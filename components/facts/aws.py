@@ -77,20 +77,55 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
 }
 
 # Service accounts of the add-ons that call AWS APIs (IRSA), namespace kube-system: the
-# VPC CNI's `aws-node` DaemonSet and the EBS CSI controller (EKS add-on documentation).
-ADDON_SERVICE_ACCOUNTS: dict[str, str] = {
-    "vpc-cni": "aws-node",
-    "aws-ebs-csi-driver": "ebs-csi-controller-sa",
+# VPC CNI's `aws-node` DaemonSet and the EBS CSI controller (EKS add-on documentation). The EFS
+# add-on puts its one service account role on both its controller's and its node plugin's
+# accounts (EKS user guide, add-ons-aws-efs-csi-driver: the role trusts `efs-csi-*`;
+# aws/containers-roadmap#2820: no separate node role): the node plugin's is the identity every
+# `iam` mount presents (components.aws.efs).
+ADDON_SERVICE_ACCOUNTS: dict[str, tuple[str, ...]] = {
+    "vpc-cni": ("aws-node",),
+    "aws-ebs-csi-driver": ("ebs-csi-controller-sa",),
+    "aws-efs-csi-driver": ("efs-csi-controller-sa", "efs-csi-node-sa"),
 }
 
 # The EFS CSI driver's name in PersistentVolumes (kubernetes-sigs/aws-efs-csi-driver README).
-# Static provisioning only, so the add-on gets no IRSA role: the node plugin mounts with the
-# efs-utils helper over NFS, which needs no IAM permission (driver maintainer in
-# eksctl-io/eksctl#421); the AmazonEFSCSIDriverPolicy the EKS add-on page asks for serves the
-# controller's dynamic provisioning of access points. The helper only calls
-# DescribeMountTargets when the mount target's DNS name does not resolve
+# Static provisioning only, so the add-on's role holds no IAM policy: the AmazonEFSCSIDriverPolicy
+# the EKS add-on page asks for serves the controller's dynamic provisioning of access points. The
+# role exists for IAM mount authorization: the file system policy allows it, and only it, to mount
+# (components.aws.efs). efs-utils (aws/efs-utils src/efs_utils_common/aws_credentials.py
+# get_aws_security_credentials) takes the IRSA web identity the node plugin's container carries
+# before the instance profile, so `iam` mounts present this role, not the node role. The helper
+# only calls DescribeMountTargets when the mount target's DNS name does not resolve
 # (kubernetes-sigs/aws-efs-csi-driver#489): the VPC needs DNS support and hostnames.
 EFS_CSI_DRIVER = "efs.csi.aws.com"
+# The service account of the driver's node DaemonSet (aws-efs-csi-driver@v3.3.0
+# charts/aws-efs-csi-driver/values.yaml node.serviceAccount.name; the pod runs hostNetwork: true,
+# templates/node-daemonset.yaml), whose role the file system policy allows.
+EFS_CSI_NODE_SERVICE_ACCOUNT = "efs-csi-node-sa"
+# NFSv4 (EFS user guide, "Security groups for mount targets": TCP 2049).
+NFS_PORT = 2049
+# What NFS clients do on EFS, read-only mount first, then write, then root (EFS user guide,
+# "Using IAM to control access to file systems", client actions).
+EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess")
+# The condition keys EFS evaluates for NFS clients (same page: aws:SecureTransport, aws:SourceIp,
+# elasticfilesystem:AccessPointArn, elasticfilesystem:AccessedViaMountTarget; "no other condition
+# keys are enforced"). A policy therefore cannot name a principal in a condition (aws:PrincipalArn
+# is not evaluated): who may mount is said only by an Allow's Principal.
+SECURE_TRANSPORT_KEY = "aws:SecureTransport"
+EFS_ACCESS_POINT_KEY = "elasticfilesystem:AccessPointArn"
+EFS_VIA_MOUNT_TARGET_KEY = "elasticfilesystem:AccessedViaMountTarget"
+# The efs-utils mount option for IAM authorization ("Use the CSI Node Pod's IAM identity") and the
+# driver's volume attribute for TLS (aws-efs-csi-driver@v3.3.0 docs/parameters.md,
+# pkg/driver/node.go NodePublishVolume).
+EFS_MOUNT_OPTION_IAM = "iam"
+EFS_ENCRYPT_IN_TRANSIT = "encryptInTransit"
+# AWS managed policies granting the EFS client actions to whoever holds them (IAM, AWS managed
+# policies AmazonElasticFileSystemClientFullAccess, ...ClientReadWriteAccess, ...ClientReadOnlyAccess).
+EFS_CLIENT_MANAGED_POLICY_PREFIX = "AmazonElasticFileSystemClient"
+# The VPC CNI add-on's configuration value that starts its network policy agent, so NetworkPolicy
+# objects are enforced at all (EKS user guide, cni-network-policy-configure: configuration values
+# `{"enableNetworkPolicy": "true"}`, VPC CNI 1.14 or later, kernel 5.10 or later).
+VPC_CNI_CONFIGURATION: dict[str, str] = {"enableNetworkPolicy": "true"}
 
 # AWS managed policies (IAM console, "AWS managed"), by name; ARNs are built per partition.
 CLUSTER_ROLE_POLICIES = ("AmazonEKSClusterPolicy",)

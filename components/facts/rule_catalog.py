@@ -225,6 +225,17 @@ RULES = RULES + (
         "stack",
     ),
     RuleInfo(
+        "team-file-system-isolated",
+        "No pod reaches the EFS file system except through its own team's claim: a file system policy denies "
+        "every principal without TLS or outside the teams' access points and allows only the EFS CSI driver's role; "
+        "no IAM document grants the client actions besides; team volumes mount through an access point with `iam` "
+        "and TLS; the VPC CNI enforces NetworkPolicy, every team namespace closes TCP 2049 to its pods, and Pod "
+        "Security keeps them off the host network.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
         "team-rbac-namespaced",
         "Team members are bound only by RoleBindings in their own team's namespace; no ClusterRoleBinding names a "
         "team's member or group.",

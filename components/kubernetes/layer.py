@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components import tenancy
 from components.facts import charts
-from components.kubernetes import pod_security, webhook_gate
+from components.kubernetes import egress, pod_security, webhook_gate
 from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels
 from components.kubernetes.queues import (
@@ -402,7 +402,9 @@ class GpuLayer(pulumi.ComponentResource):
                 storage_class_name="",
                 mount_options=list(volume.mount_options) or None,
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                    driver=volume.driver, volume_handle=volume.handles[team.namespace]
+                    driver=volume.driver,
+                    volume_handle=volume.handles[team.namespace],
+                    volume_attributes=dict(volume.volume_attributes) or None,
                 ),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=team.namespace, name=DATA_CLAIM),
             ),
@@ -418,4 +420,30 @@ class GpuLayer(pulumi.ComponentResource):
                 volume_name=name,
             ),
             opts=self._child([persistent_volume, *in_namespace]),
+        )
+        if volume.denied_egress_tcp_ports:
+            self._egress_policy(team, volume.denied_egress_tcp_ports, in_namespace)
+
+    def _egress_policy(self, team: TeamQueue, closed: tuple[int, ...], in_namespace: list[pulumi.Resource]) -> None:
+        """Every pod of the namespace may send anything but TCP to `closed` (components.kubernetes.egress)."""
+        spec = egress.egress_without_tcp_ports(closed)
+        k8s.networking.v1.NetworkPolicy(
+            f"{self._name}-{team.team}-{egress.NAME}",
+            metadata=_in_namespace(egress.NAME, team.namespace),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(),
+                policy_types=spec["policyTypes"],
+                egress=[
+                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                        ports=[
+                            k8s.networking.v1.NetworkPolicyPortArgs(
+                                protocol=port["protocol"], port=port.get("port"), end_port=port.get("endPort")
+                            )
+                            for port in rule["ports"]
+                        ]
+                    )
+                    for rule in spec["egress"]
+                ],
+            ),
+            opts=self._child(in_namespace),
         )

@@ -70,6 +70,7 @@ def test_each_volume_mounts_its_teams_access_point_on_efs(dev: Synthesis) -> Non
         assert volume["spec"]["csi"] == {
             "driver": "efs.csi.aws.com",
             "volumeHandle": f"{file_system['name']}-id::{points[f'/teams/{namespace}']}",
+            "volumeAttributes": {"encryptInTransit": "true"},
         }
 
 

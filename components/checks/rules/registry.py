@@ -34,6 +34,7 @@ CHECKS: dict[str, Rule] = {
     "team-rbac-namespaced": teams.team_rbac_namespaced,
     "multi-node-fabric-wired": fabric.multi_node_fabric_wired,
     "job-storage-reachable": teams.job_storage_reachable,
+    "team-file-system-isolated": teams.team_file_system_isolated,
     karpenter.RULE: karpenter.karpenter_permissions_outlive_nodes,
 }
 

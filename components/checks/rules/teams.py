@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components import tenancy
-from components.checks import isolation, storage_access
+from components.checks import file_system_isolation, isolation, storage_access
 from components.checks.declared import Resource
 from components.checks.rules.base import Context, Violation
 from components.naming import DEFAULT_TEAM
@@ -55,4 +55,14 @@ def job_storage_reachable(resources: Sequence[Resource], ctx: Context) -> list[V
     return [
         Violation("job-storage-reachable", key, message)
         for key, message in storage_access.unreachable(resources, ctx.spec)
+    ]
+
+
+def team_file_system_isolated(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """No pod reaches the EFS file system except through its own team's claim: the file system
+    policy, the team volumes' mounts, the NFS egress policies and the CNI that enforces them
+    (components.checks.file_system_isolation)."""
+    return [
+        Violation("team-file-system-isolated", key, message)
+        for key, message in file_system_isolation.file_system_isolation(resources)
     ]
