@@ -155,6 +155,7 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_tokens_per_second",
         "trainer_mfu",
         "trainer_step_seconds",
+        "trainer_data_wait_seconds",
         "trainer_last_step_timestamp_seconds",
         "trainer_checkpoint_save_seconds",
         "trainer_restarts",
