@@ -119,7 +119,9 @@ NODE_EXPORTER: frozenset[str] = frozenset(NODE_EXPORTER_SERIES)
 # GKE's managed packages (observability.prometheus: managed) export a subset, not the open-source
 # exporters' lists. DCGM package: the table of GKE's "Collect and view DCGM metrics"
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics); no XID, ECC or
-# violation counter is among them.
+# violation counter is among them. The stored copies of this page and the kube state one below
+# were read only in part (their tables were cut off): re-check both lists against the pages when
+# they are next read whole.
 GKE_DCGM: frozenset[str] = frozenset(
     {
         "DCGM_FI_DEV_FB_FREE",
