@@ -37,6 +37,11 @@ RESOURCE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     # An unnamed role is named after its resource (Pulumi auto-naming adds a suffix in the cloud).
     "aws:iam/role:Role": {"arn": "arn:aws:iam::" + MOCK_ACCOUNT + ":role/{name}", "name": "{inputs.name}"},
+    # AMP: arn:<partition>:aps:<region>:<account>:workspace/<id>, and the endpoint ending in "/".
+    "aws:amp/workspace:Workspace": {
+        "arn": "arn:aws:aps:{region}:" + MOCK_ACCOUNT + ":workspace/ws-{name}",
+        "prometheusEndpoint": "https://aps-workspaces.{region}.mock.internal/workspaces/ws-{name}/",
+    },
     "aws:kms/key:Key": {"arn": "arn:aws:kms:{region}:" + MOCK_ACCOUNT + ":key/{name}", "keyId": "{name}"},
     # <account>.dkr.ecr.<region>.amazonaws.com/<repository name> (ECR Repository.repositoryUri).
     "aws:ecr/repository:Repository": {

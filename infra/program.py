@@ -13,6 +13,7 @@ from components.aws import AwsPlatform
 from components.gcp import GcpPlatform
 from components.kubernetes import DataVolume, GpuLayer
 from components.naming import resource_name
+from components.observability.objects import RemoteWrite
 from components.pools import Pool, derive_pools
 from components.spec import (
     CONFIG_KEY,
@@ -89,6 +90,7 @@ def build_platform(spec: PlatformSpec, trainer_context: Path | None = None) -> d
         trainer_annotations=cluster.trainer_annotations,
         dcgm_exporter=not cluster.collects_dcgm,
         data_volume=cluster.data_volume,
+        remote_write=cluster.remote_write,
         opts=pulumi.ResourceOptions(depends_on=cluster.ready),
     )
     outputs.update(layer.exports)
@@ -122,6 +124,8 @@ class Cluster:
     # The shared file system behind each team's `training-data` claim (jobs' /data); None where
     # jobs mount the bucket (GKE) or the operator provides the claim (existing clusters).
     data_volume: DataVolume | None = None
+    # Where the in-cluster Prometheus remote writes (AWS with observability.prometheus: amp).
+    remote_write: RemoteWrite | None = None
 
 
 def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
@@ -142,6 +146,7 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
             trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
             registry=platform.registry,
             data_volume=platform.data_volume,
+            remote_write=platform.remote_write,
         )
     gcp_config = pulumi.Config("gcp")
     platform = GcpPlatform(

@@ -220,3 +220,17 @@ def efs_file_system_policy(file_system_arn: str, mount_role_arn: str, access_poi
             },
         ],
     }
+
+
+def prometheus_remote_write_policy(workspace_arn: str) -> Policy:
+    """Only what remote write needs, on the stack's one workspace: aps:RemoteWrite (AMP docs,
+    "Set up service roles for the ingestion of metrics from Amazon EKS clusters"; the managed
+    AmazonPrometheusRemoteWriteAccess grants the same action on every workspace). The workspace
+    ARN is `arn:<partition>:aps:<region>:<account>:workspace/<id>`, the resource type the action
+    takes (Service Authorization Reference, Amazon Managed Service for Prometheus)."""
+    return {
+        "Version": _VERSION,
+        "Statement": [
+            {"Sid": "RemoteWriteToTheWorkspace", "Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": workspace_arn}
+        ],
+    }

@@ -14,6 +14,7 @@ from components.aws.autoscaler import ClusterAutoscaler
 from components.aws.cluster import Account, EksCluster
 from components.aws.efs import TrainingFileSystem
 from components.aws.karpenter import Karpenter
+from components.aws.metrics_workspace import MetricsWorkspace
 from components.aws.network import Network
 from components.aws.nodes import GpuNodeGroup, asg_name
 from components.aws.storage import TrainingStorage
@@ -21,6 +22,7 @@ from components.facts import aws as aws_facts
 from components.facts import charts
 from components.kubernetes import DataVolume
 from components.naming import resource_name
+from components.observability.objects import RemoteWrite
 from components.pools import Pool
 from components.spec import DeployTimeProblems, PlatformSpec
 from components.spec.karpenter_rules import karpenter_provisions
@@ -41,6 +43,8 @@ class AwsPlatform(pulumi.ComponentResource):
     trainer_annotations: dict[str, dict[str, pulumi.Output[str]]]
     # Jobs' /data: the EFS file system, one access point per team.
     data_volume: DataVolume
+    # Where the chart's Prometheus remote writes (observability.prometheus: amp); else None.
+    remote_write: RemoteWrite | None
     outputs: dict[str, Any]
 
     def __init__(
@@ -165,6 +169,13 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         if launched:
             self.outputs["nodePools"] = [pool.name for pool in launched]
+        self.remote_write = None
+        if spec.observability.backend(spec.cloud) == "amp":
+            workspace = MetricsWorkspace(
+                resource_name(spec, "metrics"), f"{cluster_name}-metrics", cluster, account, child
+            )
+            self.remote_write = workspace.remote_write
+            self.outputs["prometheusWorkspaceEndpoint"] = workspace.endpoint
         if not spec.scheduling.teams:
             # The one role of a stack without teams, under the output name it always had.
             self.outputs["trainerRoleArn"] = storage.trainer_role_arns[naming.team_namespace(naming.DEFAULT_TEAM)]

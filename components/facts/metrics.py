@@ -6,6 +6,8 @@ silently; tests check every expression we ship against these lists.
 
 from __future__ import annotations
 
+from components.facts.cluster_metrics import KUBE_STATE_METRICS_BY_COLLECTOR, NODE_EXPORTER_SERIES
+
 # NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv, the lines not commented out (the
 # exporter's default collectors, which the chart runs).
 DCGM_DEFAULT: frozenset[str] = frozenset(
@@ -107,37 +109,65 @@ KUEUE_HISTOGRAMS: frozenset[str] = frozenset(
     )
 )
 
-# kubernetes/kube-state-metrics docs/metrics (v2.x, the version kube-prometheus-stack 88.5.3's
-# kube-state-metrics 8.4.0 subchart runs): the node, pod and job series the rules read.
+# The chart's kube-state-metrics and node exporter: every series of the collectors the platform
+# could read, at the pinned versions (components.facts.cluster_metrics, read from upstream).
 KUBE_STATE_METRICS: frozenset[str] = frozenset(
+    name for names in KUBE_STATE_METRICS_BY_COLLECTOR.values() for name in names
+)
+NODE_EXPORTER: frozenset[str] = frozenset(NODE_EXPORTER_SERIES)
+
+# GKE's managed packages (observability.prometheus: managed) export a subset, not the open-source
+# exporters' lists. DCGM package: the table of GKE's "Collect and view DCGM metrics"
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics); no XID, ECC or
+# violation counter is among them. The stored copies of this page and the kube state one below
+# were read only in part (their tables were cut off): re-check both lists against the pages when
+# they are next read whole.
+GKE_DCGM: frozenset[str] = frozenset(
     {
-        "kube_node_status_condition",
-        "kube_node_labels",
-        "kube_node_info",
-        "kube_pod_info",
-        "kube_pod_labels",
-        "kube_pod_status_phase",
-        "kube_pod_container_resource_requests",
-        "kube_pod_container_status_restarts_total",
-        "kube_pod_start_time",
-        "kube_pod_status_ready_time",
-        "kube_pod_created",
-        "kube_job_status_active",
-        "kube_job_status_failed",
-        "kube_job_status_succeeded",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
     }
 )
-
-# prometheus/node_exporter (1.x, the prometheus-node-exporter 4.56.1 subchart): the collectors
-# the fleet view reads.
-NODE_EXPORTER: frozenset[str] = frozenset(
+# Kube state packages (Cloud Monitoring "Use kube state metrics",
+# https://cloud.google.com/stackdriver/docs/solutions/gke/kube-state-metrics), the POD package the
+# platform enables (components.observability.objects.managed_components): container states,
+# restarts, requests and limits, phase and unschedulable. There is no node package, so
+# kube_node_* is not exported on GKE, nor are the pod creation and ready timestamps.
+GKE_KUBE_STATE: frozenset[str] = frozenset(
     {
-        "node_cpu_seconds_total",
-        "node_memory_MemAvailable_bytes",
-        "node_memory_MemTotal_bytes",
-        "node_filesystem_avail_bytes",
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
+        "kube_pod_container_resource_limits",
+        "kube_pod_container_resource_requests",
+        "kube_pod_container_status_last_terminated_reason",
+        "kube_pod_container_status_ready",
+        "kube_pod_container_status_restarts_total",
+        "kube_pod_container_status_running",
+        "kube_pod_container_status_terminated",
+        "kube_pod_container_status_terminated_reason",
+        "kube_pod_container_status_waiting",
+        "kube_pod_container_status_waiting_reason",
+        "kube_pod_status_phase",
+        "kube_pod_status_unschedulable",
     }
 )
 
@@ -155,6 +185,7 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_tokens_per_second",
         "trainer_mfu",
         "trainer_step_seconds",
+        "trainer_data_wait_seconds",
         "trainer_last_step_timestamp_seconds",
         "trainer_checkpoint_save_seconds",
         "trainer_restarts",
@@ -168,7 +199,13 @@ TRAINER: frozenset[str] = frozenset(
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
-def published() -> frozenset[str]:
-    """Every series the pinned exporters and the trainer publish, histogram series included."""
+def published(backend: str = "kube-prometheus-stack") -> frozenset[str]:
+    """Every series the backend's exporters and the trainer publish, histogram series included.
+    `managed` (GKE): GKE's DCGM and kube state packages instead of the chart's exporters, no
+    node exporter; Kueue and the trainers are scraped by the platform's own objects on every
+    backend. Any other backend runs the chart (kube-prometheus-stack, amp)."""
     histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
-    return DCGM | KUEUE | frozenset(histograms) | KUBE_STATE_METRICS | NODE_EXPORTER | PROMETHEUS | TRAINER
+    common = KUEUE | frozenset(histograms) | PROMETHEUS | TRAINER
+    if backend == "managed":
+        return common | GKE_DCGM | GKE_KUBE_STATE
+    return common | DCGM | KUBE_STATE_METRICS | NODE_EXPORTER

@@ -34,6 +34,7 @@ from components.kubernetes.releases import dcgm_exporter_values, device_plugin_v
 from components.kubernetes.tiers import priority_tiers
 from components.kubernetes.topology import TOPOLOGY_NAME, flavor_topology, needs_topology, topology_spec
 from components.observability import stack as observability
+from components.observability.objects import RemoteWrite
 from components.naming import DATA_CLAIM, TRAINER_SERVICE_ACCOUNT
 from components.node_resources import installs_device_plugin
 from components.pools import GPU_RESOURCE, Pool
@@ -89,13 +90,15 @@ class GpuLayer(pulumi.ComponentResource):
         trainer_annotations: Mapping[str, Mapping[str, pulumi.Input[str]]] | None = None,
         dcgm_exporter: bool = True,
         data_volume: DataVolume | None = None,
+        remote_write: RemoteWrite | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`trainer_annotations`, per team namespace, bind the team's `trainer` account to the
         team's own cloud identity (IRSA role, GKE Workload Identity). `dcgm_exporter` is False where the
         platform collects DCGM metrics itself (GKE): two collectors on one GPU conflict.
         `data_volume`: the wing's shared file system, bound to each team's `training-data` claim;
-        None where jobs mount something else (GKE: the bucket) or the operator provides the claim."""
+        None where jobs mount something else (GKE: the bucket) or the operator provides the claim.
+        `remote_write`: the managed workspace the chart's Prometheus also writes to (AMP)."""
         super().__init__("gpu-platform:kubernetes:GpuLayer", name, None, opts)
         self._name = name
         self._trainer_annotations = {ns: dict(a) for ns, a in (trainer_annotations or {}).items()}
@@ -124,7 +127,7 @@ class GpuLayer(pulumi.ComponentResource):
         if spec.monitoring.dcgm and dcgm_exporter:
             self._release(charts.DCGM_EXPORTER, dcgm_exporter_values(spec, pools), _PRIVILEGED)
         # Metrics store, scrape objects and rules (docs/observability.md).
-        observability.declare(name, spec, pools, tiers, self._opts, after=[self._kueue])
+        observability.declare(name, spec, pools, tiers, self._opts, after=[self._kueue], remote_write=remote_write)
 
         self.device_plugin_labels = device_plugin_labels(spec, pools)
         self.queues = {

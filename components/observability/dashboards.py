@@ -113,7 +113,11 @@ JOB_VIEW = Board(
         Panel("Tokens per second", "short", ((f"trainer_tokens_per_second{JOB}", "{{jobset}}"),)),
         Panel("MFU", "percentunit", ((f"trainer_mfu{JOB}", "{{jobset}}"),)),
         Panel("Loss", "none", ((f"trainer_loss{JOB}", "train {{jobset}}"), (f"trainer_eval_loss{JOB}", "eval {{jobset}}"))),
-        Panel("Step time", "s", ((f"trainer_step_seconds{JOB}", "{{jobset}}"),)),
+        Panel(
+            "Step time and data wait",
+            "s",
+            ((f"trainer_step_seconds{JOB}", "step {{jobset}}"), (f"trainer_data_wait_seconds{JOB}", "data wait {{jobset}}")),
+        ),
         Panel("Checkpoint save time", "s", ((f"trainer_checkpoint_save_seconds{JOB}", "{{jobset}}"),)),
         Panel(
             "Goodput",

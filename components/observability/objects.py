@@ -8,7 +8,10 @@ ClusterRules (monitoring.googleapis.com/v1, GoogleCloudPlatform/prometheus-engin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import pulumi
 
 from components.facts import charts
 from components.facts.metrics import DCGM_ADDED, DCGM_DEFAULT
@@ -58,21 +61,51 @@ EKS_UNREACHABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-def kube_prometheus_stack_values(spec: PlatformSpec) -> dict[str, Any]:
+# The remote write queue AMP's guide sets for a Prometheus server ("Set up ingestion from a new
+# Prometheus server using Helm", https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-ingest-metrics-new-Prometheus.html:
+# max_samples_per_send 1000, max_shards 200, capacity 2500), in the operator's spelling
+# (prometheus-operator v0.93.1 pkg/apis/monitoring/v1 QueueConfig).
+AMP_QUEUE: dict[str, int] = {"maxSamplesPerSend": 1000, "maxShards": 200, "capacity": 2500}
+# IRSA: the annotation EKS's pod identity webhook reads on a service account (EKS docs, "Assign
+# IAM roles to Kubernetes service accounts").
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+
+
+@dataclass(frozen=True)
+class RemoteWrite:
+    """An Amazon Managed Service for Prometheus workspace the chart's Prometheus writes to:
+    its remote write URL, its region (sigv4 signs for it) and the IRSA role allowed to write."""
+
+    url: pulumi.Input[str]
+    region: str
+    role_arn: pulumi.Input[str]
+
+
+def kube_prometheus_stack_values(spec: PlatformSpec, remote_write: RemoteWrite | None = None) -> dict[str, Any]:
     """Prometheus selects every ServiceMonitor, PodMonitor and PrometheusRule in the cluster
     (the chart's default selects only its own release's), keeps `retention`, and Grafana is
-    on where the spec asks. On EKS the control-plane parts it cannot reach are off."""
+    on where the spec asks. On EKS the control-plane parts it cannot reach are off. With
+    `remote_write` (prometheus: amp) it also sends every sample to the workspace, signed with
+    sigv4 by the credentials of its service account's IRSA role."""
     obs = spec.observability
+    prometheus_spec: dict[str, Any] = {
+        "retention": obs.retention,
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+    }
+    service_account: dict[str, Any] = {"name": PROMETHEUS_SERVICE_ACCOUNT}
+    if remote_write is not None:
+        # Passed whole to the Prometheus object's spec.remoteWrite (kube-prometheus-stack
+        # 88.5.3 templates/prometheus/prometheus.yaml); the operator's RemoteWriteSpec: `url`,
+        # `sigv4.region` (prometheus-operator v0.93.1 pkg/apis/monitoring/v1/types.go). sigv4
+        # with no keys takes the default credential chain, which reads the IRSA web identity.
+        prometheus_spec["remoteWrite"] = [
+            {"url": remote_write.url, "sigv4": {"region": remote_write.region}, "queueConfig": dict(AMP_QUEUE)}
+        ]
+        service_account["annotations"] = {IRSA_ANNOTATION: remote_write.role_arn}
     values: dict[str, Any] = {
-        "prometheus": {
-            "serviceAccount": {"name": PROMETHEUS_SERVICE_ACCOUNT},
-            "prometheusSpec": {
-                "retention": obs.retention,
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "podMonitorSelectorNilUsesHelmValues": False,
-                "ruleSelectorNilUsesHelmValues": False,
-            },
-        },
+        "prometheus": {"serviceAccount": service_account, "prometheusSpec": prometheus_spec},
         "grafana": {"enabled": obs.grafana_on(spec.cloud)},
     }
     if spec.cloud == "aws":

@@ -32,6 +32,17 @@ STALL_STEPS = 20
 STALL_FLOOR_SECONDS = 600
 DCGM_NAMESPACE = charts.DCGM_EXPORTER.namespace
 DOCS = "docs/observability.md"
+# Rules GKE's managed packages cannot feed (components.facts.metrics GKE_DCGM, GKE_KUBE_STATE),
+# left out of the managed backend's ClusterRules rather than shipped to never fire; why, per rule
+# (docs/observability.md, "Per backend").
+NOT_ON_GKE: dict[str, str] = {
+    "GpuXidError": "GKE's DCGM package has no XID series; GKE reports XIDs in the node's logs",
+    "GpuFellOffTheBus": "GKE's DCGM package has no XID series; GKE's node auto-repair replaces the node",
+    "GpuDoubleBitEccError": "GKE's DCGM package has no ECC counters",
+    "GpuThermalThrottling": "GKE's DCGM package has no violation counters",
+    "NodeNotReady": "GKE's kube state packages have no node series; node auto-repair handles NotReady nodes",
+    "job:pod_startup_seconds:max": "GKE's POD package has no pod created or ready timestamps",
+}
 
 
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
@@ -206,10 +217,19 @@ def cost_records(pools: list[Pool]) -> list[dict[str, Any]]:
 
 
 def rule_groups(spec: PlatformSpec, pools: list[Pool], tiers: tuple[PriorityTierSpec, ...]) -> list[dict[str, Any]]:
-    return [
+    """The groups the stack's backend can evaluate: on GKE's managed collection, without the
+    rules whose series its packages do not export (NOT_ON_GKE), and without groups left empty."""
+    groups: list[dict[str, Any]] = [
         {"name": "gpu-platform-gpus", "rules": gpu_alerts(spec)},
         {"name": "gpu-platform-nodes", "rules": node_alerts()},
         {"name": "gpu-platform-jobs", "rules": goodput_records() + job_alerts(spec)},
         {"name": "gpu-platform-queues", "rules": queue_alerts(spec, tiers)},
         {"name": "gpu-platform-cost", "interval": "1m", "rules": cost_records(pools)},
     ]
+    if spec.observability.backend(spec.cloud) != "managed":
+        return groups
+    kept = [
+        {**group, "rules": [r for r in group["rules"] if r.get("alert", r.get("record")) not in NOT_ON_GKE]}
+        for group in groups
+    ]
+    return [group for group in kept if group["rules"]]

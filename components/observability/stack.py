@@ -37,8 +37,10 @@ def declare(
     tiers: tuple[PriorityTierSpec, ...],
     opts: pulumi.ResourceOptions,
     after: list[pulumi.Resource],
+    remote_write: objects.RemoteWrite | None = None,
 ) -> None:
-    """`after`: what the scrape targets' controllers need first (Kueue's webhook gate)."""
+    """`after`: what the scrape targets' controllers need first (Kueue's webhook gate);
+    `remote_write`: the AMP workspace (prometheus: amp), which the AWS wing declares."""
     backend = spec.observability.backend(spec.cloud)
     if backend == "none":
         return
@@ -69,7 +71,7 @@ def declare(
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
         namespace=chart.namespace,
         create_namespace=False,
-        values=objects.kube_prometheus_stack_values(spec),
+        values=objects.kube_prometheus_stack_values(spec, remote_write),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
     )
     after_crds = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release, *after]))

@@ -25,7 +25,7 @@ Environment = Literal["dev", "staging", "prod"]
 Capacity = Literal["on-demand", "spot"]
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
 DevicePlugin = Literal["nvidia", "managed", "none"]
-PrometheusChoice = Literal["kube-prometheus-stack", "managed", "none"]
+PrometheusChoice = Literal["kube-prometheus-stack", "amp", "managed", "none"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 ANYWHERE = "0.0.0.0/0"
@@ -188,8 +188,10 @@ class MonitoringSpec(_Spec):
 class ObservabilitySpec(_Spec):
     """Where metrics are stored and shown (docs/observability.md).
 
-    `prometheus`: kube-prometheus-stack (the chart, in the cluster), managed (Google Cloud
-    Managed Service for Prometheus; GKE only) or none. None: managed on gcp, the chart elsewhere.
+    `prometheus`: kube-prometheus-stack (the chart, in the cluster), amp (the chart, remote
+    writing to an Amazon Managed Service for Prometheus workspace; AWS only), managed (Google
+    Cloud Managed Service for Prometheus; GKE only) or none. None: managed on gcp, the chart
+    elsewhere. Grafana runs only with the chart (it reads the chart's Prometheus).
     """
 
     prometheus: Optional[PrometheusChoice] = None
@@ -214,7 +216,11 @@ class ObservabilitySpec(_Spec):
     def grafana_on(self, cloud: Cloud) -> bool:
         if self.grafana is not None:
             return self.grafana
-        return self.backend(cloud) == "kube-prometheus-stack"
+        return self.runs_chart(cloud)
+
+    def runs_chart(self, cloud: Cloud) -> bool:
+        """kube-prometheus-stack runs in the cluster: alone, or remote writing to AMP."""
+        return self.backend(cloud) in ("kube-prometheus-stack", "amp")
 
 
 class StorageSpec(_Spec):

@@ -26,7 +26,8 @@ def metric_names(expr: str) -> set[str]:
     return names
 
 
-def unknown_metrics(exprs: Iterable[str], recorded: Iterable[str] = ()) -> list[str]:
-    """Names the expressions read that no exporter publishes and no recording rule records."""
-    known = published() | set(recorded)
+def unknown_metrics(exprs: Iterable[str], recorded: Iterable[str] = (), backend: str = "kube-prometheus-stack") -> list[str]:
+    """Names the expressions read that the backend's exporters do not publish and no recording
+    rule records."""
+    known = published(backend) | set(recorded)
     return sorted({name for expr in exprs for name in metric_names(expr)} - known)

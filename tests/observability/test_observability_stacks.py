@@ -91,6 +91,23 @@ def test_managed_prometheus_off_gke_is_a_spec_error() -> None:
     assert "platform.observability.prometheus: managed" in _error({"prometheus": "managed"})
 
 
+def test_amp_off_aws_is_a_spec_error() -> None:
+    assert "platform.observability.prometheus: amp" in _error({"prometheus": "amp"})
+
+
+def test_grafana_with_gke_managed_collection_is_a_spec_error_naming_the_way_to_get_it() -> None:
+    gcp = stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"]
+    message = _error({"grafana": True}, copy.deepcopy(gcp))
+    assert "platform.observability.grafana" in message and "prometheus: kube-prometheus-stack" in message
+
+
+def test_grafana_on_gke_with_the_chart_is_accepted() -> None:
+    gcp = copy.deepcopy(stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"])
+    gcp["observability"] = {"prometheus": "kube-prometheus-stack", "grafana": True}
+    spec = spec_of(gcp)
+    assert spec.observability.grafana_on(spec.cloud)
+
+
 def test_grafana_without_a_prometheus_is_a_spec_error() -> None:
     assert "platform.observability.grafana" in _error({"prometheus": "none", "grafana": True})
 

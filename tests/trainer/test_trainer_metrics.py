@@ -74,9 +74,11 @@ def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: Ru
     train = [r for r in records if r["event"] == "train"]
     assert [r["step"] for r in train] == list(range(1, 41))
     for record in train:
-        assert record.keys() >= {"lr", "tokens_per_s", "mfu", "peak_memory_bytes", "grad_norm", "eval_loss"}
+        assert record.keys() >= {"lr", "tokens_per_s", "mfu", "peak_memory_bytes", "grad_norm", "eval_loss",
+                                 "data_wait_s", "data_wait_share"}
         assert record["tokens_per_s"] > 0 and record["peak_memory_bytes"] > 0
         assert record["mfu"] is None, "no peak is known on CPU"
+        assert record["data_wait_s"] >= 0 and 0 <= record["data_wait_share"] <= 1
     assert [r["step"] for r in train if r["eval_loss"] is not None] == [20, 40]
     summary = records[-1]
     assert summary["event"] == "summary" and summary["step"] == 40

@@ -76,6 +76,27 @@ def test_checkpoint_save_time_is_badput_and_reported() -> None:
     assert samples["trainer_badput_seconds_total{checkpoint_save}"] == 1.5
 
 
+def test_time_waiting_for_data_is_badput_and_never_committed() -> None:
+    exporter, registry = _exporter()
+    time.sleep(0.2)
+    exporter.log_step(10, 2.0, None, data_wait_seconds=0.15)
+    exporter.saved(0.0)
+    samples = _samples(registry)
+    assert samples["trainer_badput_seconds_total{data_stall}"] == pytest.approx(0.15)
+    assert samples["trainer_data_wait_seconds"] == pytest.approx(0.015)
+    assert 0 < samples["trainer_committed_seconds_total"] < 0.1
+
+
+def test_a_data_wait_longer_than_the_interval_is_capped_at_it() -> None:
+    exporter, registry = _exporter()
+    time.sleep(0.05)
+    exporter.log_step(1, 2.0, None, data_wait_seconds=99.0)
+    exporter.saved(0.0)
+    samples = _samples(registry)
+    assert samples["trainer_badput_seconds_total{data_stall}"] < 1.0
+    assert samples["trainer_committed_seconds_total"] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_progress_series_follow_the_last_sync_step() -> None:
     exporter, registry = _exporter()
     exporter.log_step(4, 3.0, 3.2, eval_seconds=0.0)

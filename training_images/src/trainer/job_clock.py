@@ -5,6 +5,8 @@ minutes between attempts (a failed pod recreated, a node replaced, a requeue aft
 image pulls) are lost to the job too, and no process is there to count them. Rank 0 writes the
 first attempt's wall clock next to the step folders (the checkpointer reads only `step_*`
 names there); later attempts read it back and export it (trainer.metrics_server).
+Inside a process's own time the exporter splits badput by cause (start-up, checkpoint saves,
+evaluation, data stalls); this file covers only the time no process saw.
 """
 
 from __future__ import annotations

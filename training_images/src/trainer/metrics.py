@@ -156,10 +156,15 @@ class Metrics:
         if self.enabled:
             print(line, file=sys.stdout, flush=True)
 
-    def log_step(self, step: int, loss: float, lr: float, grad_norm: float, eval_loss: float | None) -> None:
+    def log_step(self, step: int, loss: float, lr: float, grad_norm: float, eval_loss: float | None,
+                 data_wait_seconds: float = 0.0) -> None:
+        """`data_wait_seconds`: host time blocked on the data loader since the previous line,
+        apart from compute; written as `data_wait_s`, and its share of the interval's wall time
+        as `data_wait_share`."""
         now = time.perf_counter()
+        interval = max(now - self._mark_time, 1e-9)
         steps = max(step - self._mark_step, 1)
-        seconds_per_step = max(now - self._mark_time, 1e-9) / steps
+        seconds_per_step = interval / steps
         tokens_per_s = self.tokens_per_step / seconds_per_step
         self._mark_step, self._mark_time = step, now
         if eval_loss is not None:
@@ -175,6 +180,8 @@ class Metrics:
             "grad_norm": grad_norm,
             "tokens_per_s": tokens_per_s,
             "mfu": step_mfu,
+            "data_wait_s": data_wait_seconds,
+            "data_wait_share": min(data_wait_seconds / interval, 1.0),
             "peak_memory_bytes": peak_memory_bytes(self.device),
             "world_size": self.world_size,
             "attempt": self.attempt,

@@ -11,7 +11,8 @@ in training steps that a finished checkpoint has made permanent. Steps after the
 count only once the next save finishes; a process that dies before that has lost them, and its
 counters say so by never crediting them. Badput the trainer sees is split by cause: start-up
 (process start to first step, including the model build, restore and rendezvous), checkpoint
-saves, evaluation.
+saves, evaluation, and data stalls: host time blocked on the data loader (trainer.train measures
+it around each step's batch fetch), which is not credited as step time even once committed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "trainer_tokens_per_second",
         "trainer_mfu",
         "trainer_step_seconds",
+        "trainer_data_wait_seconds",
         "trainer_last_step_timestamp_seconds",
         "trainer_checkpoint_save_seconds",
         "trainer_restarts",
@@ -48,6 +50,9 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "trainer_job_start_timestamp_seconds",
     }
 )
+
+# The `cause` label values of trainer_badput_seconds_total, each present from the start.
+BADPUT_CAUSES: tuple[str, ...] = ("startup", "checkpoint_save", "eval", "data_stall")
 
 
 class StepShape(Protocol):
@@ -81,6 +86,9 @@ class Exporter:
         self.tokens = g("trainer_tokens_per_second", "Tokens per second over the last log interval, all ranks.")
         self.mfu = g("trainer_mfu", "Model flops utilization over the last log interval (0-1).")
         self.step_seconds = g("trainer_step_seconds", "Mean wall time of a step over the last interval.")
+        self.data_wait = g(
+            "trainer_data_wait_seconds", "Mean time a step waited for the data loader over the last interval."
+        )
         self.last_step = g("trainer_last_step_timestamp_seconds", "Unix time of the last sync step.")
         self.save_seconds = g("trainer_checkpoint_save_seconds", "Wall time the last checkpoint save took.")
         g("trainer_restarts", "torchrun restarts of this job so far (TORCHELASTIC_RESTART_COUNT).").set(shape.attempt)
@@ -96,7 +104,7 @@ class Exporter:
             "trainer_badput_seconds", "Wall time not spent in steps, by cause.", ["cause"], registry=registry
         )
         self.goodput = g("trainer_goodput_ratio", "Committed step time over this process's wall time.")
-        for cause in ("startup", "checkpoint_save", "eval"):
+        for cause in BADPUT_CAUSES:
             self.badput.labels(cause)
         self.step.set(shape.start_step)
 
@@ -105,13 +113,20 @@ class Exporter:
         self._wall_counted = now
         self.goodput.set(self._committed / max(now - self.shape.started, 1e-9))
 
-    def log_step(self, step: int, loss: float, eval_loss: float | None, eval_seconds: float = 0.0) -> None:
+    def log_step(
+        self, step: int, loss: float, eval_loss: float | None, eval_seconds: float = 0.0, data_wait_seconds: float = 0.0
+    ) -> None:
+        """`data_wait_seconds`: time blocked on the data loader since the last sync step; part of
+        the steps' wall time (tokens/s, step time) but badput, not committed step time."""
         now = time.perf_counter()
         if self._mark_step == self.shape.start_step and step > self._mark_step:
             self.badput.labels("startup").inc(self._mark_time - self.shape.started)
         steps = max(step - self._mark_step, 1)
         step_time = max(now - self._mark_time - eval_seconds, 1e-9)
-        self._uncommitted += step_time
+        stalled = min(max(data_wait_seconds, 0.0), step_time)
+        self._uncommitted += step_time - stalled
+        self.badput.labels("data_stall").inc(stalled)
+        self.data_wait.set(stalled / steps)
         seconds_per_step = step_time / steps
         tokens_per_s = self.shape.tokens_per_step / seconds_per_step
         self._mark_step, self._mark_time = step, now
@@ -142,7 +157,9 @@ class Exporter:
 class _Off:
     """The exporter of ranks other than 0, and of runs without a port."""
 
-    def log_step(self, step: int, loss: float, eval_loss: float | None, eval_seconds: float = 0.0) -> None:
+    def log_step(
+        self, step: int, loss: float, eval_loss: float | None, eval_seconds: float = 0.0, data_wait_seconds: float = 0.0
+    ) -> None:
         pass
 
     def saved(self, seconds: float) -> None:

@@ -218,10 +218,17 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
     loss = float("nan")
     # Steps since the last sync whose loss was not finite, counted on the device (no host wait).
     nonfinite_losses = torch.zeros((), device=d.device)
+    # Seconds waited for batches since the last sync step.
+    data_wait = 0.0
     while state.step < cfg.max_steps:
         lr = state.schedule.lr_at(state.step)
         set_lr(m.optimizer, lr)
-        result = train_step(m, batches.next_step(), d, cfg.grad_clip, checkpointer.wait_for_staging)
+        # Host time blocked on the data loader, apart from the step's compute: a data stall
+        # (badput, docs/observability.md).
+        fetch_started = time.perf_counter()
+        step_batches = batches.next_step()
+        data_wait += time.perf_counter() - fetch_started
+        result = train_step(m, step_batches, d, cfg.grad_clip, checkpointer.wait_for_staging)
         nonfinite_losses += (~torch.isfinite(result.loss)).float()
         state = replace(state, step=state.step + 1, consumed_samples=batches.consumed)
         last = state.step == cfg.max_steps
@@ -238,8 +245,9 @@ def train(cfg: TrainConfig, d: parallel.Dist, precision: parallel.Precision, sto
             return _stop_not_finite(cfg, state.step, agreed, checkpointer, d)
         eval_started = time.perf_counter()
         eval_loss = evaluate(m, val_split, cfg.eval_samples, micro, d) if eval_due else None
-        metrics.log_step(state.step, loss, lr, agreed.grad_norm, eval_loss)
-        exporter.log_step(state.step, loss, eval_loss, time.perf_counter() - eval_started)
+        metrics.log_step(state.step, loss, lr, agreed.grad_norm, eval_loss, data_wait)
+        exporter.log_step(state.step, loss, eval_loss, time.perf_counter() - eval_started, data_wait)
+        data_wait = 0.0
         if not (save_due or stopping):
             continue
         # The last save and a stop's are synchronous (after any pending one): the process is

@@ -1,0 +1,71 @@
+"""Per backend, every rule names only series that backend exports: GKE's managed packages are a
+subset of the chart's exporters, so the rules they cannot feed are left out there, each with a
+documented reason."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from helpers import REPO
+from k8s_support import pools_of, spec_of
+from promql_names import unknown_metrics
+
+from components.facts import metrics
+from components.kubernetes.tiers import priority_tiers
+from components.observability.rules import NOT_ON_GKE, rule_groups
+from infra import stackfile
+
+
+def _gcp_platform() -> dict[str, Any]:
+    return copy.deepcopy(stackfile.read("dev-gcp", REPO).config["gpu-platform:platform"])
+
+
+def _groups(platform: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = spec_of(platform)
+    return rule_groups(spec, pools_of(platform), priority_tiers(spec))
+
+
+def _rules(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def _recorded(groups: list[dict[str, Any]]) -> list[str]:
+    return [rule["record"] for rule in _rules(groups) if "record" in rule]
+
+
+def test_every_gke_rule_names_only_series_gke_exports() -> None:
+    groups = _groups(_gcp_platform())
+    assert unknown_metrics([rule["expr"] for rule in _rules(groups)], _recorded(groups), backend="managed") == []
+
+
+def test_the_chart_s_rules_on_gke_would_name_series_gke_does_not_export() -> None:
+    platform = _gcp_platform()
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    groups = _groups(platform)
+    missing = unknown_metrics([rule["expr"] for rule in _rules(groups)], _recorded(groups), backend="managed")
+    assert {"DCGM_EXP_XID_ERRORS_COUNT", "kube_node_status_condition", "kube_pod_created"} <= set(missing)
+
+
+def test_exactly_the_rules_gke_cannot_feed_are_left_out_there() -> None:
+    platform = _gcp_platform()
+    on_gke = {rule.get("alert", rule.get("record")) for rule in _rules(_groups(platform))}
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    with_chart = {rule.get("alert", rule.get("record")) for rule in _rules(_groups(platform))}
+    assert with_chart - on_gke == set(NOT_ON_GKE)
+
+
+def test_gke_keeps_the_idle_gpu_stall_goodput_and_queue_alerts() -> None:
+    alerts = {rule["alert"] for rule in _rules(_groups(_gcp_platform())) if "alert" in rule}
+    assert {"GpuAllocatedButIdle", "TrainingJobStalled", "LowGoodput", "WorkloadsPendingTooLong"} <= alerts
+
+
+def test_every_left_out_rule_is_documented_in_the_runbook() -> None:
+    text = (REPO / "docs/observability.md").read_text()
+    section = text.split("### Per backend", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{name}`" in section for name in NOT_ON_GKE)
+
+
+def test_the_chart_s_exporter_lists_hold_what_the_rules_read() -> None:
+    assert {"kube_node_status_condition", "kube_pod_created", "kube_pod_status_ready_time"} <= metrics.KUBE_STATE_METRICS
+    assert "node_cpu_seconds_total" in metrics.NODE_EXPORTER
