@@ -178,7 +178,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
         )
         self.asg_name = asg_name(self.node_group)
-        resources = node_resources.extended_resources(pool, spec_pool)
+        resources = node_resources.template_resources(pool, spec_pool)
         for key, value in plan.asg_tags(cluster_name, pool, labels, resources).items():
             aws.autoscaling.Tag(
                 f"{name}:{key}",

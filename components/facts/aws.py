@@ -127,6 +127,16 @@ EFA_NETWORK_CARDS: dict[str, int] = {
     "g6e.48xlarge": 4,
 }
 
+# EFA instances pre-allocate 5128 huge pages of 2 MiB at boot (EKS user guide, "Run machine learning
+# training on Amazon EKS with Elastic Fabric Adapter",
+# https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html), which libfabric's EFA provider
+# uses for its buffers; the kubelet advertises them as hugepages-2Mi.
+EFA_HUGEPAGES_2MI = 5128
+HUGEPAGE_2MI_MIB = 2
+# What a pod that uses EFA requests of them, request = limit, as the guide's example pods do
+# (`hugepages-2Mi: 5120Mi`).
+EFA_HUGEPAGES_REQUEST_MIB = 5120
+
 # The autoscaler's AWS provider treats nodes carrying this label as GPU nodes (its GPULabel):
 # it waits for their GPUs to register instead of judging a fresh node empty.
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
