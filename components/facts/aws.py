@@ -114,6 +114,13 @@ DATA_DEVICE: dict[AmiType, str] = {
     "BOTTLEROCKET_ARM_64_NVIDIA": "/dev/xvdb",
 }
 
+# gp3 volume performance where a node's images and scratch live on EBS (EC2 User Guide / EBS User
+# Guide, "General Purpose SSD volumes": gp3 gives 3000 IOPS and 125 MiB/s at any size, up to 16000
+# IOPS and 1000 MiB/s provisioned, at most 500 IOPS per GiB and 0.25 MiB/s per provisioned IOPS).
+# Pulls of 10-20 GiB images and checkpoint staging want more than the baseline.
+GP3_IOPS = 6000
+GP3_THROUGHPUT_MIBS = 500
+
 # Network cards of EFA instance types with more than one (EC2 User Guide, "Network cards" and
 # "Maximize network bandwidth ... with EFA"); one EFA interface per card gives full bandwidth.
 # Types not listed have one card.
