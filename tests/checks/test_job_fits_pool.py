@@ -242,6 +242,17 @@ def test_an_efa_node_group_without_the_huge_pages_tag_never_scales_up_for_its_jo
     )
 
 
+def test_the_autoscaler_s_template_is_held_to_the_memory_its_asg_tags_declare(records: Callable[[str], Records]) -> None:
+    declared = records("prod-aws")
+    tag = copy.deepcopy(find(declared, "Tag", f"ml-prod-h100-train:{HUGEPAGES_TAG}"))
+    tag["name"] = "ml-prod-h100-train:k8s.io/cluster-autoscaler/node-template/resources/memory"
+    for props in (tag.get("inputs"), tag.get("outputs")):
+        if props:
+            props["tag"] = {**props["tag"], "key": "k8s.io/cluster-autoscaler/node-template/resources/memory", "value": "1Ti"}
+    found = misfits("prod-aws", [*declared, tag])
+    assert found and all("the autoscaler's template of node group ml-prod-h100-train leaves" in m and "Mi memory" in m for m in found)
+
+
 def test_check_exits_1_naming_pool_shape_and_the_missing_tag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     tags = plan.asg_tags
     monkeypatch.setattr(plan, "asg_tags", lambda *args: {k: v for k, v in tags(*args).items() if k != EFA_TAG})
