@@ -23,6 +23,8 @@ from components.spec.models import Cloud
 # Advertised by the EFA device plugin, one per EFA interface of the node
 # (aws/eks-charts stable/aws-efa-k8s-device-plugin).
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# Pre-allocated 2 MiB huge pages, as the kubelet advertises them (kubernetes.io, "Manage HugePages").
+HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
 
 MIB = 1024 * 1024
 
@@ -77,20 +79,47 @@ def extended_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int]:
     return resources
 
 
+def template_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int | str]:
+    """What the autoscaler's scale-from-zero template must be told beside the instance type: the
+    extended resources, and on EFA pools the pre-allocated huge pages as a quantity. The template's
+    capacity knows only CPU, memory, pods and GPUs (cluster-autoscaler cloudprovider/aws
+    aws_manager.go buildNodeFromTemplate, extractAllocatableResourcesFromAsg parses each tag with
+    resource.ParseQuantity): without the tag a pod requesting hugepages-2Mi never triggers a
+    scale-up from zero."""
+    resources: dict[str, int | str] = dict(extended_resources(pool, spec_pool))
+    if spec_pool.efa and pool.instance_type is not None:
+        resources[HUGEPAGES_2MI_RESOURCE] = memory_quantity(efa_hugepages_mib(True))
+    return resources
+
+
 # --- the node's reserved share ----------------------------------------------------------------
 
 # kubelet `evictionHard: memory.available<100Mi` on both clouds: EKS AL2023 nodeadm's default
 # kubelet config and GKE (cluster-autoscaler/cloudprovider/gce/reserved.go, KubeletEvictionHardMemory).
 EVICTION_HARD_MIB = 100
 
-# Memory the kernel keeps before the kubelet counts capacity: 1/64 of RAM plus 16 MiB, plus
+# Memory the kernel keeps before the kubelet counts capacity: a share of RAM plus 16 MiB, plus
 # 64 MiB of software IO TLB above 3 GiB. The cluster autoscaler's estimate for GCE nodes
-# (cluster-autoscaler/cloudprovider/gce/reserved.go, CalculateKernelReserved); used for both clouds,
-# since a catalog's nominal memory is more than any kubelet reports.
-KERNEL_RESERVED_RATIO = 64
+# (cluster-autoscaler/cloudprovider/gce/reserved.go, CalculateKernelReserved) takes 1/64 of RAM,
+# used for GKE. On EC2 published node dumps show about twice that missing from the nominal memory
+# before the kubelet counts it: an m5.2xlarge (32768 MiB) on AL2023 reports allocatable 31458488Ki
+# with 58 pods (awslabs/amazon-eks-ami#2367), capacity 31714 MiB once nodeadm's 893 MiB
+# kube-reserved and the 100 MiB eviction threshold are added back, 1054 MiB (3.2%) missing; a
+# g5.8xlarge (131072 MiB) reports capacity 130461372Ki (aws/aws-k8s-tester#471, Bottlerocket),
+# 3668 MiB (2.8%) missing. 1/32 of RAM covers both (tests/kubernetes/test_node_resources.py holds
+# the estimate to those figures).
+KERNEL_RESERVED_RATIO: dict[Cloud, int] = {"aws": 32, "gcp": 64, "existing": 64}
 KERNEL_RESERVED_MIB = 16
 SWIOTLB_MIB = 64
 SWIOTLB_THRESHOLD_MIB = 3 * 1024
+
+# What a job's pods leave of a node's computed allocatable on AWS: room for the node agents an
+# organisation adds to every node beside ours (a security or audit agent, a log shipper; typical
+# requests 100-250m CPU and 256-512 MiB each), so the job's pods still schedule on a node that
+# runs two or three of them. A whole-node request exact to the estimate would stay Pending on such
+# a node while the autoscaler's template, which counts capacity as allocatable, keeps saying it
+# fits: scale-up without end.
+JOB_MARGIN = Requests(500, 2048)
 
 # kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the third and fourth, 0.25%
 # of every further core. The same ranges on EKS (awslabs/amazon-eks-ami nodeadm
@@ -125,8 +154,8 @@ def _tiered(total: int, ranges: tuple[tuple[int | None, int], ...], scale: int) 
     return reserved
 
 
-def kernel_reserved_mib(memory_mib: int) -> int:
-    reserved = memory_mib // KERNEL_RESERVED_RATIO + KERNEL_RESERVED_MIB
+def kernel_reserved_mib(memory_mib: int, cloud: Cloud = "gcp") -> int:
+    reserved = memory_mib // KERNEL_RESERVED_RATIO[cloud] + KERNEL_RESERVED_MIB
     return reserved + SWIOTLB_MIB if memory_mib > SWIOTLB_THRESHOLD_MIB else reserved
 
 
@@ -147,13 +176,21 @@ def gke_memory_reserved_mib(memory_mib: int) -> int:
     return _tiered(memory_mib, ranges, 100)
 
 
-def allocatable(cloud: Cloud, shape: catalog.InstanceType) -> Requests:
-    """What the kubelet of a fresh node of `shape` reports as allocatable, conservatively."""
+def efa_hugepages_mib(efa: bool) -> int:
+    """The 2 MiB huge pages an EFA node pre-allocates at boot (aws_facts.EFA_HUGEPAGES_2MI)."""
+    return aws_facts.EFA_HUGEPAGES_2MI * aws_facts.HUGEPAGE_2MI_MIB if efa else 0
+
+
+def allocatable(cloud: Cloud, shape: catalog.InstanceType, efa: bool = False) -> Requests:
+    """What the kubelet of a fresh node of `shape` reports as allocatable, conservatively. On an
+    EFA node the pre-allocated huge pages are no memory: the kubelet takes them off allocatable
+    memory and advertises them as hugepages-2Mi (kubernetes.io, "Manage HugePages"; KEP 20190129
+    hugepages: Allocatable = Capacity - reserved - eviction threshold - pre-allocated huge pages)."""
     memory = shape.memory_gib * 1024
     reserved = eks_memory_reserved_mib(shape.vcpus) if cloud == "aws" else gke_memory_reserved_mib(memory)
     return Requests(
         shape.vcpus * 1000 - cpu_reserved_m(shape.vcpus),
-        memory - kernel_reserved_mib(memory) - reserved - EVICTION_HARD_MIB,
+        memory - kernel_reserved_mib(memory, cloud) - reserved - EVICTION_HARD_MIB - efa_hugepages_mib(efa),
     )
 
 
@@ -251,12 +288,22 @@ def job_allocatable(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec) -> 
     if pool.instance_type is None or spec.cloud == "existing":
         return None
     taken = sum((DAEMONSET_REQUESTS[name] for name in gpu_node_daemonsets(spec, pool, spec_pool)), NOTHING)
-    node = allocatable(spec.cloud, pool.instance_type)
+    node = allocatable(spec.cloud, pool.instance_type, efa=spec.cloud == "aws" and spec_pool.efa)
     if karpenter_provisions(spec, spec_pool):
         # A pod must fit Karpenter's prediction to get a node launched, and the kubelet's to run.
         predicted = karpenter_allocatable(pool.instance_type)
         node = Requests(min(node.cpu_m, predicted.cpu_m), min(node.memory_mib, predicted.memory_mib))
-    return node - taken
+    return node - taken - (JOB_MARGIN if spec.cloud == "aws" else NOTHING)
+
+
+def hugepages_request_mib(spec: PlatformSpec, spec_pool: NodePoolSpec, efa_devices: int) -> int:
+    """The hugepages-2Mi a pod requests (request = limit): the EKS EFA guide's figure when it claims
+    EFA devices on a node-group pool, else none. Karpenter never provisions EFA pools
+    (karpenter_provisions), and could not for such a pod: it models no huge pages
+    (kubernetes-sigs/karpenter#751)."""
+    if not efa_devices or spec.cloud != "aws" or karpenter_provisions(spec, spec_pool):
+        return 0
+    return aws_facts.EFA_HUGEPAGES_REQUEST_MIB
 
 
 def share(node: Requests, slots: int, slots_per_node: int) -> Requests:

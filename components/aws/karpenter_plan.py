@@ -42,11 +42,6 @@ def capacity_types(pool: Pool) -> list[str]:
     return [facts.SPOT] if pool.spot else [facts.ON_DEMAND]
 
 
-def instance_family(instance_type: str) -> str:
-    """`p5en` of `p5en.48xlarge` (the karpenter.k8s.aws/instance-family label's value)."""
-    return instance_type.split(".", 1)[0]
-
-
 def node_class(
     spec_pool: NodePoolSpec, pool: Pool, cluster_name: str, node_role: pulumi.Input[str], ami_alias: str | None = None
 ) -> dict[str, Any]:
@@ -81,7 +76,10 @@ def node_class(
         ],
         "tags": {"Name": f"{cluster_name}-{pool.name}"},
     }
-    if instance_family(pool.instance_type.name) in facts.NVME_INSTANCE_STORE_FAMILIES:
+    if pool.instance_type.instance_store[0] > 0:
+        # The catalog's instance store column, as for the node groups' nodeadm user data
+        # (components.aws.user_data): RAID0 over the NVMe disks becomes the node's ephemeral storage,
+        # containerd and the kubelet (pkg/apis/v1/ec2nodeclass.go InstanceStorePolicy).
         spec["instanceStorePolicy"] = "RAID0"
     if pool.reserved and spec_pool.reservation is not None:
         spec["capacityReservationSelectorTerms"] = [{"id": spec_pool.reservation}]

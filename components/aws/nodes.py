@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import node_resources
-from components.aws import plan
+from components.aws import plan, user_data
 from components.facts import aws as aws_facts
 from components.pools import Pool
 from components.spec import NodePoolSpec
@@ -24,12 +24,16 @@ def node_launch_template(
     placement_group: pulumi.Input[str] | None = None,
     reservation: plan.ReservationTarget | None = None,
     instance_type: str | None = None,
+    user_data: str | None = None,
+    provisioned_volume: bool = False,
 ) -> aws.ec2.LaunchTemplate:
     """What every node of the platform gets: IMDSv2 only, one hop (pods cannot borrow the
     node's role), and an encrypted gp3 volume for images and scratch; for a reserved pool, the
     reservation its instances launch into.
 
-    No AMI and no user data: EKS picks the AMI from the node group's amiType and bootstraps it.
+    No AMI: EKS picks the AMI from the node group's amiType and bootstraps it, merging `user_data`
+    (nodeadm's local storage part, components.aws.user_data) with its own. `provisioned_volume`:
+    the volume holds images and scratch, so it gets gp3 IOPS and throughput above the baseline.
     `instance_type` only where EKS reads it from the template (Capacity Blocks).
     """
     return aws.ec2.LaunchTemplate(
@@ -47,12 +51,15 @@ def node_launch_template(
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=volume_gib,
                     volume_type="gp3",
+                    iops=aws_facts.GP3_IOPS if provisioned_volume else None,
+                    throughput=aws_facts.GP3_THROUGHPUT_MIBS if provisioned_volume else None,
                     encrypted="true",
                     delete_on_termination="true",
                 ),
             )
         ],
         network_interfaces=network_interfaces,
+        user_data=user_data,
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
         instance_type=instance_type,
         capacity_reservation_specification=(
@@ -150,6 +157,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
             placement_group=placement_group,
             reservation=reservation,
             instance_type=template_type,
+            # nodeadm moves containerd, the kubelet and pod logs onto the instance store; where there
+            # is none in use, images and scratch stay on the EBS volume, which then needs the IOPS.
+            user_data=user_data.launch_template_user_data(pool.instance_type, spec_pool.ami_type),
+            provisioned_volume=not user_data.uses_instance_store(pool.instance_type, spec_pool.ami_type),
         )
         self.node_group = aws.eks.NodeGroup(
             name,
@@ -178,7 +189,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
         )
         self.asg_name = asg_name(self.node_group)
-        resources = node_resources.extended_resources(pool, spec_pool)
+        resources = node_resources.template_resources(pool, spec_pool)
         for key, value in plan.asg_tags(cluster_name, pool, labels, resources).items():
             aws.autoscaling.Tag(
                 f"{name}:{key}",

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import pulumi
 
@@ -113,12 +113,12 @@ def autoscaler_cluster_tag(cluster_name: str) -> str:
     return f"{aws_facts.AUTOSCALER_CLUSTER_TAG_PREFIX}{cluster_name}"
 
 
-def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: dict[str, int]) -> dict[str, str]:
+def asg_tags(cluster_name: str, pool: Pool, labels: dict[str, str], resources: Mapping[str, int | str]) -> dict[str, str]:
     """Tags the pool's autoscaling group needs for auto-discovery and scale from zero.
 
     With no node to look at, the autoscaler builds a template node from the instance type
     (pods, CPU, memory, physical GPUs) and these tags: every extended resource a job may request
-    (`resources`: GPU slots, EFA devices; node_resources.extended_resources), the labels and the
+    (`resources`: GPU slots, EFA devices, EFA nodes' huge pages; node_resources.template_resources), the labels and the
     taint (cluster-autoscaler/cloudprovider/aws/aws_manager.go, buildNodeFromTemplate and
     extractAllocatableResourcesFromAsg; kubernetes/autoscaler#2929). A resource without a tag
     counts as zero, so a pod requesting it never triggers a scale-up from zero. Managed node

@@ -149,6 +149,13 @@ DATA_DEVICE: dict[AmiType, str] = {
     "BOTTLEROCKET_ARM_64_NVIDIA": "/dev/xvdb",
 }
 
+# gp3 volume performance where a node's images and scratch live on EBS (EC2 User Guide / EBS User
+# Guide, "General Purpose SSD volumes": gp3 gives 3000 IOPS and 125 MiB/s at any size, up to 16000
+# IOPS and 1000 MiB/s provisioned, at most 500 IOPS per GiB and 0.25 MiB/s per provisioned IOPS).
+# Pulls of 10-20 GiB images and checkpoint staging want more than the baseline.
+GP3_IOPS = 6000
+GP3_THROUGHPUT_MIBS = 500
+
 # Network cards of EFA instance types with more than one (EC2 User Guide, "Network cards" and
 # "Maximize network bandwidth ... with EFA"); one EFA interface per card gives full bandwidth.
 # Types not listed have one card.
@@ -161,6 +168,16 @@ EFA_NETWORK_CARDS: dict[str, int] = {
     "p6-b200.48xlarge": 8,
     "g6e.48xlarge": 4,
 }
+
+# EFA instances pre-allocate 5128 huge pages of 2 MiB at boot (EKS user guide, "Run machine learning
+# training on Amazon EKS with Elastic Fabric Adapter",
+# https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html), which libfabric's EFA provider
+# uses for its buffers; the kubelet advertises them as hugepages-2Mi.
+EFA_HUGEPAGES_2MI = 5128
+HUGEPAGE_2MI_MIB = 2
+# What a pod that uses EFA requests of them, request = limit, as the guide's example pods do
+# (`hugepages-2Mi: 5120Mi`).
+EFA_HUGEPAGES_REQUEST_MIB = 5120
 
 # The autoscaler's AWS provider treats nodes carrying this label as GPU nodes (its GPULabel):
 # it waits for their GPUs to register instead of judging a fresh node empty.

@@ -133,6 +133,8 @@ class InstanceType:
     usd_per_hour: float
     # GKE `guest_accelerators[].type`; empty on AWS.
     gke_accelerator: str = ""
+    # NVMe instance store: number of disks and GB each; (0, 0) for none. AWS only.
+    instance_store: tuple[int, int] = (0, 0)
 
     @property
     def gpus_per_node(self) -> int:
@@ -145,9 +147,9 @@ class InstanceType:
 
 
 def _aws(
-    name: str, gpu: str, gpus: int, vcpus: int, mem: int, efa: bool, usd: float
+    name: str, gpu: str, gpus: int, vcpus: int, mem: int, efa: bool, usd: float, store: tuple[int, int]
 ) -> InstanceType:
-    return InstanceType(name, "aws", gpu, (gpus,), vcpus, mem, efa, usd)
+    return InstanceType(name, "aws", gpu, (gpus,), vcpus, mem, efa, usd, instance_store=store)
 
 
 def _gcp(
@@ -163,47 +165,50 @@ def _gcp(
     return InstanceType(name, "gcp", gpu, gpus, vcpus, mem, gpudirect, usd, accelerator)
 
 
-# name, GPU, GPUs per node, vCPUs, memory GiB, EFA, $/h. AWS instance type pages (accelerated
-# computing); EFA support from the EC2 EFA supported-instance list.
+# name, GPU, GPUs per node, vCPUs, memory GiB, EFA, $/h, NVMe instance store (disks, GB each). AWS
+# instance type pages (accelerated computing); EFA support from the EC2 EFA supported-instance list;
+# instance store from "Amazon EC2 instance types", accelerated computing, instance store
+# specifications (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html#ac_instance-store):
+# every NVIDIA type listed here has NVMe SSD instance store, p5/p5e/p5en/p6-b200.48xlarge 8 x 3840 GB.
 _AWS_TYPES = (
-    _aws("g4dn.xlarge", "T4", 1, 4, 16, False, 0.526),
-    _aws("g4dn.2xlarge", "T4", 1, 8, 32, False, 0.752),
-    _aws("g4dn.4xlarge", "T4", 1, 16, 64, False, 1.204),
-    _aws("g4dn.8xlarge", "T4", 1, 32, 128, True, 2.176),
-    _aws("g4dn.12xlarge", "T4", 4, 48, 192, True, 3.912),
-    _aws("g4dn.16xlarge", "T4", 1, 64, 256, True, 4.352),
-    _aws("g4dn.metal", "T4", 8, 96, 384, True, 7.824),
-    _aws("g5.xlarge", "A10G", 1, 4, 16, False, 1.006),
-    _aws("g5.2xlarge", "A10G", 1, 8, 32, False, 1.212),
-    _aws("g5.4xlarge", "A10G", 1, 16, 64, False, 1.624),
-    _aws("g5.8xlarge", "A10G", 1, 32, 128, True, 2.448),
-    _aws("g5.12xlarge", "A10G", 4, 48, 192, True, 5.672),
-    _aws("g5.16xlarge", "A10G", 1, 64, 256, True, 4.096),
-    _aws("g5.24xlarge", "A10G", 4, 96, 384, True, 8.144),
-    _aws("g5.48xlarge", "A10G", 8, 192, 768, True, 16.288),
-    _aws("g6.xlarge", "L4", 1, 4, 16, False, 0.805),
-    _aws("g6.2xlarge", "L4", 1, 8, 32, False, 0.978),
-    _aws("g6.4xlarge", "L4", 1, 16, 64, False, 1.323),
-    _aws("g6.8xlarge", "L4", 1, 32, 128, True, 2.014),
-    _aws("g6.12xlarge", "L4", 4, 48, 192, True, 4.602),
-    _aws("g6.16xlarge", "L4", 1, 64, 256, True, 3.397),
-    _aws("g6.24xlarge", "L4", 4, 96, 384, True, 6.675),
-    _aws("g6.48xlarge", "L4", 8, 192, 768, True, 13.350),
-    _aws("g6e.xlarge", "L40S", 1, 4, 32, False, 1.861),
-    _aws("g6e.2xlarge", "L40S", 1, 8, 64, False, 2.242),
-    _aws("g6e.4xlarge", "L40S", 1, 16, 128, False, 3.004),
-    _aws("g6e.8xlarge", "L40S", 1, 32, 256, True, 4.529),
-    _aws("g6e.12xlarge", "L40S", 4, 48, 384, True, 10.493),
-    _aws("g6e.16xlarge", "L40S", 1, 64, 512, True, 7.577),
-    _aws("g6e.24xlarge", "L40S", 4, 96, 768, True, 15.066),
-    _aws("g6e.48xlarge", "L40S", 8, 192, 1536, True, 30.131),
-    _aws("p4d.24xlarge", "A100-40GB", 8, 96, 1152, True, 21.958),
-    _aws("p4de.24xlarge", "A100-80GB", 8, 96, 1152, True, 27.447),
-    _aws("p5.4xlarge", "H100-80GB", 1, 16, 256, False, 6.880),
-    _aws("p5.48xlarge", "H100-80GB", 8, 192, 2048, True, 55.040),
-    _aws("p5e.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296),
-    _aws("p5en.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296),
-    _aws("p6-b200.48xlarge", "B200-180GB", 8, 192, 2048, True, 113.932),
+    _aws("g4dn.xlarge", "T4", 1, 4, 16, False, 0.526, (1, 125)),
+    _aws("g4dn.2xlarge", "T4", 1, 8, 32, False, 0.752, (1, 225)),
+    _aws("g4dn.4xlarge", "T4", 1, 16, 64, False, 1.204, (1, 225)),
+    _aws("g4dn.8xlarge", "T4", 1, 32, 128, True, 2.176, (1, 900)),
+    _aws("g4dn.12xlarge", "T4", 4, 48, 192, True, 3.912, (1, 900)),
+    _aws("g4dn.16xlarge", "T4", 1, 64, 256, True, 4.352, (1, 900)),
+    _aws("g4dn.metal", "T4", 8, 96, 384, True, 7.824, (2, 900)),
+    _aws("g5.xlarge", "A10G", 1, 4, 16, False, 1.006, (1, 250)),
+    _aws("g5.2xlarge", "A10G", 1, 8, 32, False, 1.212, (1, 450)),
+    _aws("g5.4xlarge", "A10G", 1, 16, 64, False, 1.624, (1, 600)),
+    _aws("g5.8xlarge", "A10G", 1, 32, 128, True, 2.448, (1, 900)),
+    _aws("g5.12xlarge", "A10G", 4, 48, 192, True, 5.672, (1, 3800)),
+    _aws("g5.16xlarge", "A10G", 1, 64, 256, True, 4.096, (1, 1900)),
+    _aws("g5.24xlarge", "A10G", 4, 96, 384, True, 8.144, (1, 3800)),
+    _aws("g5.48xlarge", "A10G", 8, 192, 768, True, 16.288, (2, 3800)),
+    _aws("g6.xlarge", "L4", 1, 4, 16, False, 0.805, (1, 250)),
+    _aws("g6.2xlarge", "L4", 1, 8, 32, False, 0.978, (1, 450)),
+    _aws("g6.4xlarge", "L4", 1, 16, 64, False, 1.323, (1, 600)),
+    _aws("g6.8xlarge", "L4", 1, 32, 128, True, 2.014, (1, 900)),
+    _aws("g6.12xlarge", "L4", 4, 48, 192, True, 4.602, (4, 940)),
+    _aws("g6.16xlarge", "L4", 1, 64, 256, True, 3.397, (2, 940)),
+    _aws("g6.24xlarge", "L4", 4, 96, 384, True, 6.675, (4, 940)),
+    _aws("g6.48xlarge", "L4", 8, 192, 768, True, 13.350, (8, 940)),
+    _aws("g6e.xlarge", "L40S", 1, 4, 32, False, 1.861, (1, 250)),
+    _aws("g6e.2xlarge", "L40S", 1, 8, 64, False, 2.242, (1, 450)),
+    _aws("g6e.4xlarge", "L40S", 1, 16, 128, False, 3.004, (1, 600)),
+    _aws("g6e.8xlarge", "L40S", 1, 32, 256, True, 4.529, (1, 900)),
+    _aws("g6e.12xlarge", "L40S", 4, 48, 384, True, 10.493, (2, 1900)),
+    _aws("g6e.16xlarge", "L40S", 1, 64, 512, True, 7.577, (1, 1900)),
+    _aws("g6e.24xlarge", "L40S", 4, 96, 768, True, 15.066, (2, 1900)),
+    _aws("g6e.48xlarge", "L40S", 8, 192, 1536, True, 30.131, (4, 1900)),
+    _aws("p4d.24xlarge", "A100-40GB", 8, 96, 1152, True, 21.958, (8, 1000)),
+    _aws("p4de.24xlarge", "A100-80GB", 8, 96, 1152, True, 27.447, (8, 1000)),
+    _aws("p5.4xlarge", "H100-80GB", 1, 16, 256, False, 6.880, (1, 3840)),
+    _aws("p5.48xlarge", "H100-80GB", 8, 192, 2048, True, 55.040, (8, 3840)),
+    _aws("p5e.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3840)),
+    _aws("p5en.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3840)),
+    _aws("p6-b200.48xlarge", "B200-180GB", 8, 192, 2048, True, 113.932, (8, 3840)),
 )
 
 # name, GPU, GPU counts, vCPUs, memory GiB, GPUDirect, $/h (GPU included), GKE accelerator.

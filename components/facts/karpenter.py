@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.facts import aws as aws_facts
 from components.facts.aws import AmiType
 
 # The CRDs the karpenter chart installs (pkg/apis/crds at v1.14.1), served and stored at v1.
@@ -64,19 +65,9 @@ PINNED_AMI_ALIAS_PATTERN = r"al2023@v\d{8}"
 # AL2023's root volume device (pkg/providers/amifamily/al2023.go EphemeralBlockDevice).
 ROOT_DEVICE = "/dev/xvda"
 
-# gp3 root volume performance (EC2 User Guide, "General Purpose SSD volumes": gp3 baseline is
-# 3000 IOPS and 125 MiB/s, up to 16000 IOPS and 1000 MiB/s). Image pulls of 10-20 GiB and
-# checkpoint staging want more than the baseline.
-ROOT_IOPS = 6000
-ROOT_THROUGHPUT_MIBS = 500
-
-# Families whose instances carry NVMe instance store (EC2 User Guide, "Instance store volumes",
-# accelerated computing instance specifications). `instanceStorePolicy: RAID0` makes them the
-# node's ephemeral storage (containerd and kubelet) instead of the EBS root
-# (pkg/apis/v1/ec2nodeclass.go InstanceStorePolicy).
-NVME_INSTANCE_STORE_FAMILIES = frozenset(
-    {"g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"}
-)
+# gp3 root volume performance: the node groups' figures (facts.aws GP3_IOPS, GP3_THROUGHPUT_MIBS).
+ROOT_IOPS = aws_facts.GP3_IOPS
+ROOT_THROUGHPUT_MIBS = aws_facts.GP3_THROUGHPUT_MIBS
 
 # The EventBridge rules whose events Karpenter reads from its interruption queue
 # (website/content/en/v1.14/getting-started/getting-started-with-karpenter/cloudformation.yaml:

@@ -179,7 +179,8 @@ RULES: tuple[RuleInfo, ...] = (
         "job-fits-pool",
         "On every pool, the largest and the smallest job `gpu-platform job` accepts fit what the stack declares: "
         "the team's Kueue queue, flavor and quota, and a node scaled up from zero (the autoscaler's template and "
-        "the real node: extended resources, CPU and memory after reserved share and DaemonSets, labels, taints).",
+        "the real node: extended resources and huge pages, CPU and memory after reserved share and DaemonSets, "
+        "with the AWS margin for other node agents left, labels, taints).",
         "high",
         "mandatory",
         "stack",

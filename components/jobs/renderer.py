@@ -264,6 +264,10 @@ def _container(
         devices[EFA_RESOURCE] = str(efa)
     env += fabric.env(pool, request.nodes, efa)
     resources = dict(devices)
+    hugepages = node_resources.hugepages_request_mib(spec, spec_pool, efa)
+    if hugepages:
+        # libfabric's EFA provider backs its buffers with the node's pre-allocated huge pages.
+        resources[node_resources.HUGEPAGES_2MI_RESOURCE] = node_resources.memory_quantity(hugepages)
     if trainer is not None:
         resources |= {
             "cpu": node_resources.cpu_quantity(trainer.cpu_m),

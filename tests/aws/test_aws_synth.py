@@ -118,6 +118,15 @@ def test_efa_asg_templates_advertise_the_efa_devices_their_jobs_request(prod: Sy
     assert tag == requested["requests"]["vpc.amazonaws.com/efa"]
 
 
+def test_an_efa_asg_template_advertises_the_huge_pages_the_instance_pre_allocates(prod: Synthesis) -> None:
+    # 5128 pages of 2 MiB (EKS user guide, node-efa), as a quantity resource.ParseQuantity reads.
+    assert asg_tags(prod, "ml-prod-h100-train")["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "10256Mi"
+
+
+def test_a_pool_without_efa_advertises_no_huge_pages(prod: Synthesis) -> None:
+    assert not any("hugepages" in key for key in asg_tags(prod, "ml-prod-l4-eval"))
+
+
 def test_asg_template_repeats_every_node_label_and_the_taint(dev: Synthesis) -> None:
     tags = asg_tags(dev, "ml-dev-l4-shared")
     labels = node_group(dev, "ml-dev-l4-shared")["inputs"]["labels"]

@@ -197,6 +197,62 @@ def test_a_renderer_that_forgets_a_daemonset_over_asks_and_is_caught(
     assert found and all("a pod requests" in m or "pods its GPU slots hold request" in m for m in found)
 
 
+HUGEPAGES_TAG = "k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"
+
+
+def test_a_renderer_that_forgets_the_efa_huge_pages_asks_more_than_the_real_node_has(
+    records: Callable[[str], Records], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allocatable = node_resources.job_allocatable
+
+    def forgetful(spec: Any, pool: Any, spec_pool: Any) -> node_resources.Requests | None:
+        node = allocatable(spec, pool, spec_pool)
+        return None if node is None else node + node_resources.Requests(0, node_resources.efa_hugepages_mib(spec_pool.efa))
+
+    monkeypatch.setattr(node_resources, "job_allocatable", forgetful)
+    found = misfits("prod-aws", records("prod-aws"))
+    whole_node = [m for m in found if "x 8 GPU(s)" in m]
+    assert whole_node and all("a node of node group ml-prod-h" in m and "Mi memory to pods" in m for m in whole_node)
+    # The template counts capacity as allocatable: it says the pod fits, the real node does not.
+    assert not any("the autoscaler's template" in m for m in found)
+
+
+def test_a_whole_node_request_that_eats_the_margin_is_caught(
+    records: Callable[[str], Records], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allocatable = node_resources.job_allocatable
+
+    def marginless(spec: Any, pool: Any, spec_pool: Any) -> node_resources.Requests | None:
+        node = allocatable(spec, pool, spec_pool)
+        return None if node is None else node + node_resources.JOB_MARGIN
+
+    monkeypatch.setattr(node_resources, "job_allocatable", marginless)
+    found = misfits("prod-aws", records("prod-aws"))
+    assert found and all("margin for other node agents" in m for m in found)
+
+
+def test_an_efa_node_group_without_the_huge_pages_tag_never_scales_up_for_its_jobs(
+    records: Callable[[str], Records],
+) -> None:
+    declared = [r for r in records("prod-aws") if r["name"] != f"ml-prod-h100-train:{HUGEPAGES_TAG}"]
+    found = misfits("prod-aws", declared)
+    assert found and all(
+        "the autoscaler's template of node group ml-prod-h100-train offers 0 hugepages-2Mi" in m and "a pod requests 5120" in m
+        for m in found
+    )
+
+
+def test_the_autoscaler_s_template_is_held_to_the_memory_its_asg_tags_declare(records: Callable[[str], Records]) -> None:
+    declared = records("prod-aws")
+    tag = copy.deepcopy(find(declared, "Tag", f"ml-prod-h100-train:{HUGEPAGES_TAG}"))
+    tag["name"] = "ml-prod-h100-train:k8s.io/cluster-autoscaler/node-template/resources/memory"
+    for props in (tag.get("inputs"), tag.get("outputs")):
+        if props:
+            props["tag"] = {**props["tag"], "key": "k8s.io/cluster-autoscaler/node-template/resources/memory", "value": "1Ti"}
+    found = misfits("prod-aws", [*declared, tag])
+    assert found and all("the autoscaler's template of node group ml-prod-h100-train leaves" in m and "Mi memory" in m for m in found)
+
+
 def test_check_exits_1_naming_pool_shape_and_the_missing_tag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     tags = plan.asg_tags
     monkeypatch.setattr(plan, "asg_tags", lambda *args: {k: v for k, v in tags(*args).items() if k != EFA_TAG})

@@ -279,6 +279,33 @@ def test_a_pod_on_a_shared_node_gets_cpu_and_memory_in_proportion_to_its_gpu_slo
     assert resources["limits"] == resources["requests"]
 
 
+def test_a_whole_node_efa_pod_requests_the_efa_guide_s_huge_pages_as_request_and_limit() -> None:
+    resources = container_of(render("prod-aws", pool="h100-train", nodes=2, gpus_per_node=8, team="research"))["resources"]
+    assert resources["requests"]["hugepages-2Mi"] == "5120Mi"
+    assert resources["limits"] == resources["requests"]
+
+
+def test_a_whole_node_efa_pod_leaves_the_margin_below_the_node_without_its_huge_pages() -> None:
+    stack = spec("prod-aws")
+    pool = next(p for p in derive_pools(stack) if p.name == "h100-train")
+    assert pool.instance_type is not None
+    node = node_resources.allocatable("aws", pool.instance_type, efa=True)
+    daemonsets = sum(
+        (node_resources.DAEMONSET_REQUESTS[d] for d in node_resources.gpu_node_daemonsets(stack, pool, stack.node_pools[0])),
+        node_resources.NOTHING,
+    )
+    expected = node - daemonsets - node_resources.JOB_MARGIN
+    requests = container_of(render("prod-aws", pool="h100-train", nodes=2, gpus_per_node=8, team="research"))["resources"]["requests"]
+    assert (requests["cpu"], requests["memory"]) == (f"{expected.cpu_m}m", f"{expected.memory_mib}Mi")
+    without_hugepages = node_resources.allocatable("aws", pool.instance_type)
+    assert without_hugepages.memory_mib - node.memory_mib == 5128 * 2
+
+
+def test_a_pod_that_claims_no_efa_requests_no_huge_pages() -> None:
+    resources = container_of(render("prod-aws", pool="h100-train", nodes=1, gpus_per_node=1, team="research"))["resources"]
+    assert "hugepages-2Mi" not in resources["requests"]
+
+
 def test_on_gke_the_trainer_leaves_room_for_the_gcs_fuse_sidecar() -> None:
     stack = spec("dev-gcp")
     pool = next(p for p in derive_pools(stack) if p.name == "a100-mig")

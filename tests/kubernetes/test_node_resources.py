@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from k8s_support import REPO, chart_defaults
 
 from components import node_resources
 from components.checks.quantities import cpu_millicores, memory_mib
-from components.facts import charts
+from components.facts import catalog, charts
 from components.node_resources import DAEMONSET_REQUESTS, EFA_RESOURCE, Requests, efa_interfaces
 from components.pools import derive_pools
 from infra import stackfile
@@ -48,9 +49,39 @@ def test_gke_reserves_memory_by_tiers() -> None:
     assert node_resources.gke_memory_reserved_mib(256 * 1024) == 1024 + 819 + 819 + 6881 + 2621
 
 
-def test_the_kernel_keeps_a_64th_of_memory_and_more_above_3_gib() -> None:
-    assert node_resources.kernel_reserved_mib(2048) == 32 + 16
-    assert node_resources.kernel_reserved_mib(16384) == 256 + 16 + 64
+def test_the_kernel_keeps_a_64th_of_memory_and_more_above_3_gib_on_gke() -> None:
+    assert node_resources.kernel_reserved_mib(2048, "gcp") == 32 + 16
+    assert node_resources.kernel_reserved_mib(16384, "gcp") == 256 + 16 + 64
+
+
+KI = 1024
+
+# Published figures of real EC2 nodes, in KiB as the kubelet reports them.
+# awslabs/amazon-eks-ami#2367: m5.2xlarge, AL2023 20250807, kubelet "Allocatable" log line.
+M5_2XLARGE = catalog.InstanceType("m5.2xlarge", "aws", "T4", (0,), 8, 32, False, 0.0)
+M5_2XLARGE_ALLOCATABLE = Requests(7910, 31458488 // KI)
+# aws/aws-k8s-tester#471: g5.8xlarge, `kubectl describe node` (Bottlerocket).
+G5_8XLARGE_CAPACITY_MIB = 130461372 // KI
+G5_8XLARGE_ALLOCATABLE = Requests(31850, 127462076 // KI)
+
+
+@pytest.mark.parametrize(
+    ("shape", "published"),
+    [(M5_2XLARGE, M5_2XLARGE_ALLOCATABLE), (catalog.INSTANCE_TYPES["g5.8xlarge"], G5_8XLARGE_ALLOCATABLE)],
+    ids=["m5.2xlarge-amazon-eks-ami#2367", "g5.8xlarge-aws-k8s-tester#471"],
+)
+def test_the_aws_allocatable_estimate_is_no_more_than_a_published_node_reports(shape: catalog.InstanceType, published: Requests) -> None:
+    assert node_resources.allocatable("aws", shape).fits_in(published)
+
+
+def test_the_aws_kernel_estimate_keeps_at_least_what_a_published_node_misses_of_its_nominal_memory() -> None:
+    shape = catalog.INSTANCE_TYPES["g5.8xlarge"]
+    assert shape.memory_gib * 1024 - node_resources.kernel_reserved_mib(shape.memory_gib * 1024, "aws") <= G5_8XLARGE_CAPACITY_MIB
+
+
+def test_the_gke_kernel_estimate_would_be_too_optimistic_on_ec2() -> None:
+    shape = catalog.INSTANCE_TYPES["g5.8xlarge"]
+    assert shape.memory_gib * 1024 - node_resources.kernel_reserved_mib(shape.memory_gib * 1024, "gcp") > G5_8XLARGE_CAPACITY_MIB
 
 
 def test_existing_nodes_have_no_known_size() -> None:

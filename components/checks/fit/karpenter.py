@@ -261,7 +261,7 @@ def _shape_views(
             )
     used = sum(daemonsets.values(), node_resources.NOTHING)
 
-    def view(what: str, left: Requests, problems: tuple[str, ...] = ()) -> NodeView:
+    def view(what: str, left: Requests, problems: tuple[str, ...] = (), margin: Requests = node_resources.NOTHING) -> NodeView:
         return NodeView(
             what=what,
             resource=node_pool.resource.key,
@@ -273,6 +273,7 @@ def _shape_views(
             max_nodes=max_nodes,
             sources={GPU_RESOURCE: "its instance type's GPUs and the device plugin config its label selects"},
             blocked=problems,
+            margin=margin,
         )
 
     return [
@@ -281,5 +282,9 @@ def _shape_views(
             karpenter_allocatable(shape, node_pool.node_class) - used,
             tuple(blocked),
         ),
-        view(f"a {shape.name} node of NodePool {node_pool.name}", node_resources.allocatable("aws", shape) - used),
+        view(
+            f"a {shape.name} node of NodePool {node_pool.name}",
+            node_resources.allocatable("aws", shape) - used,
+            margin=node_resources.JOB_MARGIN,
+        ),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from components import node_resources
+from components.checks import quantities
 from components.checks.declared import (
     ASG_TAG,
     EKS_NODE_GROUP,
@@ -43,12 +44,39 @@ TEMPLATE_RESOURCE_PREFIX = f"{aws_facts.NODE_TEMPLATE_PREFIX}resources/"
 
 
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
+# Huge page resources are memory quantities (hugepages-2Mi: 10256Mi), counted here in MiB.
+HUGEPAGES_PREFIX = "hugepages-"
 
 
-def _left(cloud: str, shape: catalog.InstanceType | None, daemonsets: Mapping[str, Requests]) -> Requests | None:
+def _left(
+    cloud: str, shape: catalog.InstanceType | None, daemonsets: Mapping[str, Requests], efa: bool = False
+) -> Requests | None:
     if shape is None:
         return None
-    return node_resources.allocatable("aws" if cloud == "aws" else "gcp", shape) - sum(daemonsets.values(), node_resources.NOTHING)
+    node = node_resources.allocatable("aws" if cloud == "aws" else "gcp", shape, efa=efa)
+    return node - sum(daemonsets.values(), node_resources.NOTHING)
+
+
+def _template_left(shape: catalog.InstanceType | None, tags: Mapping[str, Any], daemonsets: Mapping[str, Requests]) -> Requests | None:
+    """CPU and memory of the autoscaler's template node once the DaemonSets that would run there
+    are placed: Allocatable = Capacity, the instance type's vCPUs and memory unless the ASG's
+    resources tags say otherwise (aws_manager.go buildNodeFromTemplate: "TODO: use proper
+    allocatable"). It is never less than the real node's, so the real node is the one that binds."""
+    if shape is None:
+        return None
+    cpu, memory = tags.get(f"{TEMPLATE_RESOURCE_PREFIX}cpu"), tags.get(f"{TEMPLATE_RESOURCE_PREFIX}memory")
+    capacity = Requests(
+        quantities.cpu_millicores(cpu) if is_known(cpu) and cpu is not None else shape.vcpus * 1000,
+        quantities.memory_mib(memory) if is_known(memory) and memory is not None else shape.memory_gib * 1024,
+    )
+    return capacity - sum(daemonsets.values(), node_resources.NOTHING)
+
+
+def _template_resource(name: str, value: Any) -> int:
+    """A resources tag's value as the proof counts it: huge pages in MiB, devices by count."""
+    if name.startswith(HUGEPAGES_PREFIX):
+        return quantities.memory_mib(value)
+    return int_or_none(value) or 0
 
 
 def _mig_instances(pool: Pool) -> int:
@@ -76,16 +104,20 @@ def _aws_views(node_group: Resource, resources: Sequence[Resource], cluster: Clu
     # Capacity from the instance type, extended resources overridden by the resources tags.
     template_extended: dict[str, int] = {GPU_RESOURCE: physical}
     template_extended |= {
-        k.removeprefix(TEMPLATE_RESOURCE_PREFIX): int_or_none(v) or 0 for k, v in tags.items() if k.startswith(TEMPLATE_RESOURCE_PREFIX)
+        name: _template_resource(name, v)
+        for k, v in tags.items()
+        if k.startswith(TEMPLATE_RESOURCE_PREFIX) and (name := k.removeprefix(TEMPLATE_RESOURCE_PREFIX)) not in ("cpu", "memory")
     }
+    # The autoscaler places the DaemonSets whose selectors and tolerations admit the template.
+    template_daemonsets = cluster.daemonsets(template_labels, template_taints, shape.name if shape else None)
     template = NodeView(
         what=f"the autoscaler's template of node group {group}",
         resource=node_group.key,
         labels=template_labels,
         taints=template_taints,
         extended=template_extended,
-        left=None,
-        daemonsets=(),
+        left=_template_left(shape, tags, template_daemonsets),
+        daemonsets=tuple(sorted(template_daemonsets)),
         max_nodes=max_nodes,
         source_pattern=f"ASG tag {TEMPLATE_RESOURCE_PREFIX}{{name}}",
     )
@@ -93,24 +125,30 @@ def _aws_views(node_group: Resource, resources: Sequence[Resource], cluster: Clu
     labels = str_map(labels_value) if is_known(labels_value) else None
     extended: dict[str, int] | None = None
     daemonsets: dict[str, Requests] = {}
+    # EFA instances pre-allocate huge pages at boot, which the kubelet takes off memory.
+    efa = _efa_interfaces(node_group, resources) > 0
     if labels is not None and taints is not None:
         daemonsets = cluster.daemonsets(labels, taints, shape.name if shape else None)
         slots = cluster.gpu_slots(labels, taints, physical, _mig_instances(pool))
         extended = {GPU_RESOURCE: physical if slots is None else slots}
         if cluster.efa_plugin_runs(labels, taints, shape.name if shape else None):
             extended[node_resources.EFA_RESOURCE] = _efa_interfaces(node_group, resources)
+        if efa:
+            extended[node_resources.HUGEPAGES_2MI_RESOURCE] = node_resources.efa_hugepages_mib(True)
     node = NodeView(
         what=f"a node of node group {group}",
         resource=node_group.key,
         labels=labels,
         taints=taints,
         extended=extended,
-        left=_left("aws", shape, daemonsets) if labels is not None else None,
+        left=_left("aws", shape, daemonsets, efa=efa) if labels is not None else None,
+        margin=node_resources.JOB_MARGIN,
         daemonsets=tuple(sorted(daemonsets)),
         max_nodes=max_nodes,
         sources={
             GPU_RESOURCE: "the device plugin config its label selects",
             node_resources.EFA_RESOURCE: "its launch template's EFA interfaces, with the EFA device plugin running",
+            node_resources.HUGEPAGES_2MI_RESOURCE: "MiB of huge pages an EFA instance pre-allocates",
         },
     )
     return [template, node]
@@ -247,15 +285,26 @@ def _cpu_memory_problems(view: NodeView, left: Requests, pod: PodShape, requests
     needed = Requests(requests.cpu_m * per_node, requests.memory_mib * per_node)
     pods = "a pod requests" if per_node == 1 else f"the {per_node} pods its GPU slots hold request"
     running = f" ({', '.join(view.daemonsets)})" if view.daemonsets else ""
+    margin = view.margin
     problems: list[str] = []
     if needed.cpu_m > left.cpu_m:
         problems.append(
             f"{view.what} leaves {left.cpu_m}m CPU to pods after its reserved share and DaemonSets{running}, {pods} {needed.cpu_m}m"
         )
+    elif needed.cpu_m + margin.cpu_m > left.cpu_m:
+        problems.append(
+            f"{view.what} leaves {left.cpu_m}m CPU to pods after its reserved share and DaemonSets{running}, {pods} "
+            f"{needed.cpu_m}m: less than the {margin.cpu_m}m margin for other node agents is left"
+        )
     if needed.memory_mib > left.memory_mib:
         problems.append(
             f"{view.what} leaves {left.memory_mib}Mi memory to pods after its reserved share and DaemonSets{running}, "
             f"{pods} {needed.memory_mib}Mi"
+        )
+    elif needed.memory_mib + margin.memory_mib > left.memory_mib:
+        problems.append(
+            f"{view.what} leaves {left.memory_mib}Mi memory to pods after its reserved share and DaemonSets{running}, "
+            f"{pods} {needed.memory_mib}Mi: less than the {margin.memory_mib}Mi margin for other node agents is left"
         )
     return problems
 

@@ -41,7 +41,7 @@ from components.checks import quantities
 from components.checks.declared import Resource, get, items, mapping
 from components.checks.fit.cluster import Cluster
 from components.checks.fit.kueue import Kueue
-from components.checks.fit.nodes import capacity_problems, node_candidates, queued_problems, view_problems
+from components.checks.fit.nodes import HUGEPAGES_PREFIX, capacity_problems, node_candidates, queued_problems, view_problems
 from components.checks.fit.shapes import PodShape, int_or_none, requests_of, str_map
 from components.checks.fit.topology import topology_problems
 from components.jobs import renderer, volumes
@@ -98,6 +98,8 @@ def pod_shape(jobset: Mapping[str, Any]) -> PodShape:
         for name, value in asked.items():
             if name in ("cpu", "memory"):
                 sized = True
+            elif name.startswith(HUGEPAGES_PREFIX):
+                extended[name] = extended.get(name, 0) + quantities.memory_mib(value)
             elif int_or_none(value) is not None:
                 extended[name] = extended.get(name, 0) + (int_or_none(value) or 0)
         requests = requests + requests_of(get(container, "resources"))

@@ -44,6 +44,9 @@ class NodeView:
     queued: bool = False
     # What keeps the provisioner from launching such a node for this job at all (Karpenter).
     blocked: tuple[str, ...] = ()
+    # What the pods must leave of `left` for node agents the stack does not know of
+    # (node_resources.JOB_MARGIN on AWS nodes).
+    margin: Requests = Requests(0, 0)
 
     def source(self, name: str) -> str:
         return self.sources.get(name) or self.source_pattern.format(name=name)
