@@ -21,6 +21,11 @@ What each part does, and the upstream behaviour it follows:
   model.PREEMPTION_S (Kueue's eviction takes seconds, which instant admission skips). Without
   the wait, queues that reclaim from each other in turn would preempt in a cycle forever at one
   instant; with it, a job preempts its way in at most once an instant, and stays in that instant.
+  A head that needs a preemption and finds no target, in a queue whose reclaimWithinCohort is
+  not Any, reserves its quota for the rest of the cycle (Simulation._reserve).
+- Kueue's fair sharing, where the configuration turns it on: the cycle takes heads by share and
+  preempts by the configured strategies (infra.tools.simulate.fair_sharing says how, and from
+  which upstream files).
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
   requeued after a backoff, behind the workloads queued meanwhile.
@@ -388,6 +393,7 @@ class Simulation(Autoscaling):
         candidates); after arrivals, only theirs. A class whose head can be neither admitted nor
         preempted for is set aside for the rest of the pass, as Kueue's BestEffortFIFO sets an
         inadmissible head aside until quota is released; under StrictFIFO the queue stops there.
+        Under fair sharing the heads of a cycle are taken in the fair-sharing iterator's order.
         """
         everything = pool.quota_freed
         arrivals = pool.arrivals
