@@ -401,7 +401,7 @@ class Simulation(Autoscaling):
         pool.arrivals = []
         if pool.pending_count == 0:
             return
-        strict = self.strict
+        strict, borrow_preempt, reserving = self.strict, self.borrow_preempt, self.reserving
         pending, nominal, usage = pool.pending, pool.nominal, pool.usage
         # After a release, the first cycle's pruning (below) happens here, on the copy.
         pruned = everything
@@ -454,21 +454,25 @@ class Simulation(Autoscaling):
             for head in order:
                 job = head[3]
                 q, size = job.queue, job.slots
-                targets: list[Job] = []
                 if size <= pool.available(q):
                     self._admit(pool, job, now)
                 elif (
-                    (size <= nominal[q] or self.borrow_preempt[q])
+                    (size <= nominal[q] or borrow_preempt[q])
                     and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q])
                     and (targets := self._targets(pool, job))
-                    and not self._waits(pool, targets, now)
                 ):
+                    if self._waits(pool, targets, now):
+                        if strict[q]:
+                            active[q] = []
+                        else:
+                            active[q].remove(size)
+                        continue
                     for target in targets:
                         self._evict(pool, target, now)
                     self._admit(pool, job, now)
                     job.won_at = now
                 else:
-                    if not targets and self.reserving[q] and (size <= nominal[q] or self.borrow_preempt[q]):
+                    if reserving[q] and (size <= nominal[q] or borrow_preempt[q]):
                         self._reserve(pool, job, held)
                     if strict[q]:
                         active[q] = []
@@ -477,8 +481,9 @@ class Simulation(Autoscaling):
                     continue
                 if size not in pending[q]:
                     active[q].remove(size)
-            for q, amount in reversed(held):
-                pool.remove_usage(q, amount)
+            if held:
+                for q, amount in reversed(held):
+                    pool.remove_usage(q, amount)
 
     def _fair_order(self, pool: PoolState, heads: list[tuple[int, float, int, Job]]) -> Iterator[tuple[int, float, int, Job]]:
         """The heads in the fair-sharing iterator's order, each chosen on the shares as the
