@@ -263,3 +263,69 @@ def test_a_job_that_keeps_losing_its_work_ends_unfinished_at_the_run_cap() -> No
     stall = state.STALL_CYCLES * (1800 + 3600)
     assert result.horizon == state.RUN_CAP * 4 * 3600 + stall
     assert outcomes(result)["j"].status == "unfinished" and outcomes(result)["j"].interruptions > 100
+
+
+def test_a_head_that_cannot_reclaim_reserves_its_quota_for_the_rest_of_the_cycle() -> None:
+    # One MIG node of 16 slots; a and b hold 8 each, c nothing; reclaimWithinCohort
+    # LowerPriority (Kueue's CanAlwaysReclaim is false). b1 (12 slots) borrows 4 of a's quota.
+    # At t=10 a1 (8, within a's nominal quota) needs a preemption but b1 is of its own tier: no
+    # target. Kueue reserves a's unused nominal 8 for the rest of the cycle
+    # (reserveCapacityForUnreclaimablePreempt), so c1 (4, borrowing, ordered after a1) does not
+    # take the 4 free slots: both start when b1 ends at 1000. Without the reservation c1 would
+    # start at 10.
+    sim = stack(
+        [pool(slots=16, gpus=2, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False)],
+        [queue("a", {"p": 8}), queue("b", {"p": 8}), queue("c", {"p": 0})],
+    )
+    trace = [
+        job("b1", 0, "b", gpus=12, duration=1000),
+        job("a1", 10, "a", gpus=8),
+        job("c1", 10, "c", "best-effort", gpus=4),
+    ]
+    jobs = outcomes(engine.simulate(sim, trace))
+    assert (jobs["a1"].first_start, jobs["c1"].first_start, jobs["b1"].preemptions) == (1000, 1000, 0)
+
+
+def test_a_head_that_can_always_reclaim_reserves_nothing() -> None:
+    # reclaimWithinCohort Any on every queue: a1 reclaims from b1 at once (any tier), and c1
+    # takes what is left; the reservation never applies.
+    sim = stack(
+        [pool(slots=16, gpus=2, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False)],
+        [queue("a", {"p": 8}, reclaim="Any"), queue("b", {"p": 8}, reclaim="Any"), queue("c", {"p": 0}, reclaim="Any")],
+    )
+    trace = [
+        job("b1", 0, "b", gpus=12, duration=1000),
+        job("a1", 10, "a", gpus=8),
+        job("c1", 10, "c", "best-effort", gpus=4),
+    ]
+    jobs = outcomes(engine.simulate(sim, trace))
+    assert (jobs["a1"].first_start, jobs["b1"].preemptions, jobs["c1"].first_start) == (10, 1, 10)
+
+
+def test_a_higher_tier_admitted_during_scale_up_waits_for_its_node_and_evicts_no_pod() -> None:
+    # Issue 21: the PriorityClasses are preemptionPolicy Never, so only Kueue preempts. One
+    # always-on node runs standard s1 (0-2000). Production p1 arrives at 100; its team's quota
+    # has room, so Kueue admits it without preempting; the autoscaler boots a node (600 s) and
+    # p1's pods wait for it, though their priority is higher than s1's: p1 runs 700-1200, s1
+    # runs to its end untouched.
+    sim = stack(
+        [pool(min_nodes=1, max_nodes=2, scale_up_s=600)],
+        [queue("a", {"p": 16}, cohort=None)],
+    )
+    result = engine.simulate(sim, [job("s1", 0, "a", duration=2000), job("p1", 100, "a", "production", duration=500)])
+    assert segments(result, "p1") == [(700, 1200, "finished")]
+    assert segments(result, "s1") == [(0, 2000, "finished")]
+    assert outcomes(result)["s1"].preemptions == 0
+    (p,) = result.pools
+    assert node_steps(p)[:2] == [(0, 1), (100, 2)]
+
+
+def test_a_higher_tier_beyond_its_quota_is_given_room_by_kueue_not_the_scheduler() -> None:
+    # The same with quota for one node: Kueue preempts s1 (withinClusterQueue LowerPriority) and
+    # p1 starts at once on s1's node; no node is added.
+    sim = stack([pool(min_nodes=1, max_nodes=2, scale_up_s=600)], [queue("a", {"p": 8}, cohort=None)])
+    result = engine.simulate(sim, [job("s1", 0, "a", duration=2000), job("p1", 100, "a", "production", duration=500)])
+    assert segments(result, "p1") == [(100, 600, "finished")]
+    assert segments(result, "s1") == [(0, 100, "preempted"), (600, 2600, "finished")]
+    (p,) = result.pools
+    assert node_steps(p)[0] == (0, 1) and max(n for _, n in node_steps(p)) == 1

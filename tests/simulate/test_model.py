@@ -128,15 +128,57 @@ def test_borrowing_while_preempting_is_refused_as_not_modeled(synthesized: Synth
         edited(synthesized, "dev-aws", edit)
 
 
-def test_fair_sharing_is_refused_as_not_modeled(synthesized: Synthesized) -> None:
+def test_fair_sharing_strategies_and_weights_are_read(synthesized: Synthesized) -> None:
     def edit(resources: list[dict[str, Any]]) -> None:
         release = next(r for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release" and r["name"].endswith("kueue"))
         values = release["inputs"]["values"]["managerConfig"]
         config = yaml.safe_load(values["controllerManagerConfigYaml"])
         config["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
         values["controllerManagerConfigYaml"] = yaml.safe_dump(config)
+        cq = one(resources, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "ml-dev-gpu-research")
+        cq["inputs"]["spec"]["fairSharing"] = {"weight": 3}
 
-    with pytest.raises(model.ModelError, match="fair sharing is not modeled"):
+    stack = edited(synthesized, "dev-aws", edit)
+    assert stack.kueue.fair_sharing == ("LessThanOrEqualToFinalShare",)
+    assert (stack.queue("research").fair_weight, stack.queue("applied").fair_weight) == (3.0, 1.0)
+    assert stack.parameters["kueue"]["fair_sharing"]["preemption_strategies"] == ["LessThanOrEqualToFinalShare"]
+
+
+def test_a_stack_without_fair_sharing_is_classic_and_says_nothing_of_it(synthesized: Synthesized) -> None:
+    stack = build(synthesized, "dev-aws")
+    assert stack.kueue.fair_sharing is None and "fair_sharing" not in stack.parameters["kueue"]
+
+
+def test_fair_sharing_strategies_kueue_rejects_are_a_model_error(synthesized: Synthesized) -> None:
+    def edit(resources: list[dict[str, Any]]) -> None:
+        release = next(r for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release" and r["name"].endswith("kueue"))
+        values = release["inputs"]["values"]["managerConfig"]
+        config = yaml.safe_load(values["controllerManagerConfigYaml"])
+        config["fairSharing"] = {"preemptionStrategies": ["LessThanInitialShare", "LessThanOrEqualToFinalShare"]}
+        values["controllerManagerConfigYaml"] = yaml.safe_dump(config)
+
+    with pytest.raises(model.ModelError, match="not a combination Kueue accepts"):
+        edited(synthesized, "dev-aws", edit)
+
+
+def test_admission_fair_sharing_is_refused_as_not_modeled(synthesized: Synthesized) -> None:
+    def edit(resources: list[dict[str, Any]]) -> None:
+        release = next(r for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release" and r["name"].endswith("kueue"))
+        values = release["inputs"]["values"]["managerConfig"]
+        config = yaml.safe_load(values["controllerManagerConfigYaml"])
+        config["admissionFairSharing"] = {"usageHalfLifeTime": "168h"}
+        values["controllerManagerConfigYaml"] = yaml.safe_dump(config)
+
+    with pytest.raises(model.Refused, match="refused: admission-fair-sharing"):
+        edited(synthesized, "dev-aws", edit)
+
+
+def test_a_priority_class_that_preempts_at_the_kube_scheduler_is_refused(synthesized: Synthesized) -> None:
+    def edit(resources: list[dict[str, Any]]) -> None:
+        pc = next(r for r in resources if r["type"] == "kubernetes:scheduling.k8s.io/v1:PriorityClass")
+        pc["inputs"].pop("preemptionPolicy")
+
+    with pytest.raises(model.Refused, match="preemptionPolicy PreemptLowerPriority.*refused: kube-scheduler-preemption"):
         edited(synthesized, "dev-aws", edit)
 
 

@@ -5,6 +5,8 @@ job admitted over and over, production work all done. How long each takes is ben
 
 from __future__ import annotations
 
+import json
+
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -112,18 +114,18 @@ def test_a_node_group_without_an_instance_type_anywhere_is_a_model_error(synthes
         build.stack_model("cb", resources, result.outputs)
 
 
-def test_a_stack_with_fair_sharing_is_refused_by_name_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stack_with_fair_sharing_simulates_and_names_its_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = yaml.safe_load((REPO / "stacks" / "Pulumi.prod-aws.yaml").read_text())
-    document["config"]["gpu-platform:platform"]["scheduling"]["fairSharing"] = {"enabled": True}
+    document["config"]["gpu-platform:platform"]["scheduling"]["fairSharing"] = {"enabled": True, "weights": {"research": 2}}
     stack_file = tmp_path / "Pulumi.fair.yaml"
     stack_file.write_text(yaml.safe_dump(document))
     code = cli.main(["simulate", str(stack_file), "--trace", str(TRACES / "prod-aws-week.csv"), "--out", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert err.splitlines() == [
-        "error: simulate fair: Kueue configuration: fair sharing is not modeled (classic preemption only):"
-        " not simulated (refused: fair-sharing; docs/capacity-planning.md)"
-    ]
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((tmp_path / "fair" / "summary.json").read_text())
+    assert summary["parameters"]["kueue"]["fair_sharing"] == {
+        "preemption_strategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+        "weights": {"applied": 1.0, "research": 2.0},
+    }
 
 
 def test_the_capacity_block_stack_simulates_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,6 +54,12 @@ def stack_model(
         },
         "max_admissions_per_job": MAX_ADMISSIONS_PER_JOB,
     }
+    if kueue.fair_sharing is not None:
+        # Only where it is on, so summary.json of every other stack stays as it was.
+        parameters["kueue"]["fair_sharing"] = {
+            "preemption_strategies": list(kueue.fair_sharing),
+            "weights": {q.name: q.fair_weight for q in queues},
+        }
     return StackModel(
         stack=stack,
         cloud=cloud,

@@ -21,6 +21,11 @@ What each part does, and the upstream behaviour it follows:
   model.PREEMPTION_S (Kueue's eviction takes seconds, which instant admission skips). Without
   the wait, queues that reclaim from each other in turn would preempt in a cycle forever at one
   instant; with it, a job preempts its way in at most once an instant, and stays in that instant.
+  A head that needs a preemption and finds no target, in a queue whose reclaimWithinCohort is
+  not Any, reserves its quota for the rest of the cycle (Simulation._reserve).
+- Kueue's fair sharing, where the configuration turns it on: the cycle takes heads by share and
+  preempts by the configured strategies (infra.tools.simulate.fair_sharing says how, and from
+  which upstream files).
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
   requeued after a backoff, behind the workloads queued meanwhile.
@@ -46,9 +51,9 @@ import bisect
 import collections
 import heapq
 import math
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
-from infra.tools.simulate import preemption
+from infra.tools.simulate import fair_sharing, preemption
 from infra.tools.simulate.autoscaling import Autoscaling
 from infra.tools.simulate.model import PREEMPTION_S, StackModel, backoff_s
 from infra.tools.simulate.state import (
@@ -115,6 +120,16 @@ class Simulation(Autoscaling):
         self.last_scale_up = -math.inf
         queues = model.queues
         self.strict = [q.queueing_strategy == "StrictFIFO" for q in queues]
+        # Kueue's fair sharing (the configuration's strategies), or None for classic preemption.
+        self.fair = model.kueue.fair_sharing
+        self.shares = fair_sharing.Shares(self.pools, queues) if self.fair is not None else None
+        # A preemptor may borrow (fair sharing with reclaimWithinCohort not Never): a job up to
+        # all its queue may hold can preempt, not only one within the nominal quota.
+        self.borrow_preempt = [self.fair is not None and q.reclaim_within_cohort != "Never" for q in queues]
+        # Queues whose head reserves quota for the rest of a cycle when it needs a preemption
+        # and finds no target: those that cannot always reclaim (see _reserve).
+        self.reserving = [q.reclaim_within_cohort != "Any" for q in queues]
+        self.wide_reach = [self.fair is not None or r for r in self.reserving]
         # Per queue: the other queues of its cohort.
         self.cohort_members = [
             [i for i, other in enumerate(queues) if i != q and spec.cohort and other.cohort == spec.cohort]
@@ -378,6 +393,7 @@ class Simulation(Autoscaling):
         candidates); after arrivals, only theirs. A class whose head can be neither admitted nor
         preempted for is set aside for the rest of the pass, as Kueue's BestEffortFIFO sets an
         inadmissible head aside until quota is released; under StrictFIFO the queue stops there.
+        Under fair sharing the heads of a cycle are taken in the fair-sharing iterator's order.
         """
         everything = pool.quota_freed
         arrivals = pool.arrivals
@@ -385,7 +401,7 @@ class Simulation(Autoscaling):
         pool.arrivals = []
         if pool.pending_count == 0:
             return
-        strict = self.strict
+        strict, borrow_preempt, reserving = self.strict, self.borrow_preempt, self.reserving
         pending, nominal, usage = pool.pending, pool.nominal, pool.usage
         # After a release, the first cycle's pruning (below) happens here, on the copy.
         pruned = everything
@@ -426,32 +442,87 @@ class Simulation(Autoscaling):
             pruned = False
             if not heads:
                 return
-            if len(heads) > 1:
-                # Fits within nominal quota first, then priority, then queue timestamp.
-                heads.sort(key=lambda h: (usage[h[3].queue] + h[3].slots > nominal[h[3].queue], h))
-            for head in heads:
+            if self.fair is not None:
+                order = self._fair_order(pool, heads)
+            else:
+                order = heads
+                if len(heads) > 1:
+                    # Fits within nominal quota first, then priority, then queue timestamp.
+                    heads.sort(key=lambda h: (usage[h[3].queue] + h[3].slots > nominal[h[3].queue], h))
+            # Quota reserved by heads that could not preempt, held to the end of the cycle.
+            held: list[tuple[int, int]] = []
+            for head in order:
                 job = head[3]
                 q, size = job.queue, job.slots
                 if size <= pool.available(q):
                     self._admit(pool, job, now)
                 elif (
-                    size <= nominal[q]
+                    (size <= nominal[q] or borrow_preempt[q])
                     and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q])
-                    and (targets := preemption.targets(pool, job, self.model.queues[q]))
-                    and not self._waits(pool, targets, now)
+                    and (targets := self._targets(pool, job))
                 ):
+                    if self._waits(pool, targets, now):
+                        if strict[q]:
+                            active[q] = []
+                        else:
+                            active[q].remove(size)
+                        continue
                     for target in targets:
                         self._evict(pool, target, now)
                     self._admit(pool, job, now)
                     job.won_at = now
-                elif strict[q]:
-                    active[q] = []
-                    continue
                 else:
-                    active[q].remove(size)
+                    if reserving[q] and (size <= nominal[q] or borrow_preempt[q]):
+                        self._reserve(pool, job, held)
+                    if strict[q]:
+                        active[q] = []
+                    else:
+                        active[q].remove(size)
                     continue
                 if size not in pending[q]:
                     active[q].remove(size)
+            if held:
+                for q, amount in reversed(held):
+                    pool.remove_usage(q, amount)
+
+    def _fair_order(self, pool: PoolState, heads: list[tuple[int, float, int, Job]]) -> Iterator[tuple[int, float, int, Job]]:
+        """The heads in the fair-sharing iterator's order, each chosen on the shares as the
+        cycle has left them (see infra.tools.simulate.fair_sharing)."""
+        shares = self.shares
+        assert shares is not None, "fair order only under fair sharing"
+        left = list(heads)
+        while left:
+            best = min(left, key=lambda h: shares.head_key(pool, h[3]))
+            left.remove(best)
+            yield best
+
+    def _targets(self, pool: PoolState, job: Job) -> list[Job]:
+        q = job.queue
+        if self.fair is None:
+            return preemption.targets(pool, job, self.model.queues[q])
+        assert self.shares is not None
+        return fair_sharing.targets(self.shares, pool, job, self.model.queues[q], self.cohort_members[q], self.fair)
+
+    @staticmethod
+    def _reserve(pool: PoolState, job: Job, held: list[tuple[int, int]]) -> None:
+        """Kueue's reservation for a head that needs a preemption and has no target, in a queue
+        that cannot always reclaim (reclaimWithinCohort not Any: kueue@v0.19.2
+        pkg/scheduler/scheduler.go reserveCapacityForUnreclaimablePreempt and
+        quotaResourcesToReserve, pkg/scheduler/preemption/policy.go CanAlwaysReclaim): for the
+        rest of the scheduling cycle the queue holds what the head would use (up to its borrowing
+        limit when the head would borrow, its unused nominal quota otherwise), so that heads
+        considered after it in the cycle, of other queues of the cohort, cannot take that quota.
+        The head itself stays pending, set aside as any head that cannot be admitted."""
+        q, size = job.queue, job.slots
+        usage, nominal = pool.usage[q], pool.nominal[q]
+        if pool.cohort[q] >= 0 and usage + size > nominal:
+            limit = pool.borrow_limit[q]
+            amount = size if limit is None else min(size, nominal + limit - usage)
+        else:
+            amount = max(0, min(size, nominal - usage))
+        if amount > 0:
+            pool.add_usage(q, amount)
+            held.append((q, amount))
 
     def _waits(self, pool: PoolState, targets: list[Job], now: float) -> bool:
         """Whether a preemption must wait (a target won its own preemption at `now`: see the
@@ -482,7 +553,17 @@ class Simulation(Autoscaling):
                 pool.series.append((now, nodes, pool.queued_slots))
 
     def _reach(self, pool: PoolState, q: int) -> int:
-        return preemption.reach(pool, q, self.model.queues[q], self.cohort_members[q])
+        if not self.wide_reach[q]:
+            return preemption.reach(pool, q, self.model.queues[q], self.cohort_members[q])
+        # Under fair sharing a preemptor may borrow; a queue that reserves must see its heads
+        # that need a preemption even without candidates (see _reserve).
+        limit = pool.potential(q) if self.borrow_preempt[q] else pool.nominal[q]
+        most = pool.available(q)
+        if most < limit and (
+            self.reserving[q] or preemption.may_preempt(pool, q, self.model.queues[q], self.cohort_members[q])
+        ):
+            return limit
+        return most
 
     # --- the result -------------------------------------------------------------------------
 

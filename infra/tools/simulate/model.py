@@ -89,6 +89,14 @@ WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
 QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 
+# Kueue's fair-sharing preemption strategies (apis/config/v1beta2/configuration_types.go,
+# FairSharing.PreemptionStrategies) and the default when the list is empty
+# (pkg/scheduler/preemption/preemption.go, parseStrategies): the first is tried on every
+# candidate, the second (only LessThanInitialShare may come second) on those the first refused.
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+FAIR_SHARING_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+
 
 class ModelError(Exception):
     """The synthesized objects hold something this model cannot simulate faithfully."""
@@ -98,7 +106,8 @@ class ModelError(Exception):
 # refused with its name (Refused), never simulated as if it were something else.
 # docs/capacity-planning.md ("What simulate refuses") lists the same names.
 REFUSALS: dict[str, str] = {
-    "fair-sharing": "Kueue fair sharing (scheduling.fairSharing): admission and preemption by share, not modeled yet",
+    "admission-fair-sharing": "Kueue admission fair sharing (admissionFairSharing): ordering by LocalQueue usage history",
+    "kube-scheduler-preemption": "a PriorityClass whose preemptionPolicy is not Never: pods preempting at the kube-scheduler",
     "borrow-within-cohort": "preemption.borrowWithinCohort other than Never: preempting while borrowing",
     "hierarchical-cohorts": "a Cohort with a parentName: quota lent through a tree of cohorts",
     "fixed-size-node-pool": "a GKE node pool without autoscaling limits: a fixed node count",
@@ -167,6 +176,8 @@ class QueueModel:
     # Admission checks (e.g. GKE queued provisioning) are not simulated: a job is admitted on
     # quota and its nodes come from the autoscaler's scale-up. Listed in summary.json.
     admission_checks: tuple[str, ...] = ()
+    # spec.fairSharing.weight (Kueue's default 1); read only where fair sharing is on.
+    fair_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,10 @@ class KueueConfig:
     backoff_max_s: float
     # Eviction: a workload requeued after a timeout goes behind the ones queued meanwhile.
     requeue_timestamp: str
+    # The configuration's fairSharing.preemptionStrategies, in order; None where fair sharing
+    # is off (Kueue turns it on by the section's presence: pkg/scheduler/preemption/fairsharing
+    # strategy.go, Enabled).
+    fair_sharing: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

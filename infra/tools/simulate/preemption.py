@@ -97,7 +97,7 @@ def targets(pool: PoolState, job: Job, queue: QueueModel) -> list[Job]:
             pool.remove_usage(c, candidate.slots)
             chosen.append(candidate)
             if _fits(pool, job, borrowing):
-                chosen = _fill_back(pool, job, borrowing, chosen)
+                chosen = fill_back(pool, job, borrowing, chosen)
                 for target in chosen:
                     pool.add_usage(target.queue, target.slots)
                 return chosen
@@ -112,7 +112,7 @@ def _fits(pool: PoolState, job: Job, borrowing: bool) -> bool:
     return job.slots <= pool.available(job.queue)
 
 
-def _fill_back(pool: PoolState, job: Job, borrowing: bool, chosen: list[Job]) -> list[Job]:
+def fill_back(pool: PoolState, job: Job, borrowing: bool, chosen: list[Job]) -> list[Job]:
     """Add back, in reverse order, every target the preemptor can do without."""
     for i in range(len(chosen) - 2, -1, -1):
         target = chosen[i]

@@ -12,6 +12,8 @@ from components.checks.declared import get, items, mapping
 from components.naming import local_queue_name
 from components.pools import GPU_RESOURCE
 from infra.tools.simulate.model import (
+    FAIR_SHARING_STRATEGIES,
+    LESS_THAN_INITIAL_SHARE,
     KUEUE_BACKOFF_BASE_S,
     KUEUE_BACKOFF_MAX_S,
     KUEUE_PODS_READY_TIMEOUT_S,
@@ -82,9 +84,24 @@ def cluster_queues(objects: Objects, pools: Sequence[str]) -> tuple[QueueModel, 
                 reclaim_within_cohort=reclaim,
                 queueing_strategy=strategy,
                 admission_checks=tuple(checks),
+                fair_weight=_fair_weight(get(spec, "fairSharing", "weight"), owner),
             )
         )
     return tuple(sorted(queues, key=lambda q: q.name))
+
+
+def _fair_weight(value: Any, owner: str) -> float:
+    """spec.fairSharing.weight, a Kueue quantity (a whole or decimal number here); 1 when unset
+    (pkg/cache/scheduler/fair_sharing.go, parseFairWeight)."""
+    if value is None:
+        return 1.0
+    try:
+        weight = float(str(value))
+    except ValueError:
+        raise ModelError(f"{owner}: fairSharing.weight {value!r} is not a number") from None
+    if not weight >= 0 or weight == float("inf"):
+        raise ModelError(f"{owner}: fairSharing.weight {value!r} is not a weight")
+    return weight
 
 
 def cohort_quotas(objects: Objects, queues: Sequence[QueueModel], pools: Sequence[str]) -> dict[str, dict[str, int]]:
@@ -117,6 +134,16 @@ def team_queues(objects: Objects, queues: Sequence[QueueModel]) -> dict[str, str
 
 def priority_tiers(objects: Objects) -> dict[str, Tier]:
     pod_priorities = {name_of(r["inputs"]): int(get(r["inputs"], "value")) for r in objects.of(declared.PRIORITY_CLASS)}
+    for record in objects.of(declared.PRIORITY_CLASS):
+        # The model places pods by priority and never lets one evict another: what the
+        # kube-scheduler does for pods whose PriorityClass is preemptionPolicy Never (Kubernetes
+        # docs, "Pod Priority and Preemption", Non-preempting PriorityClass).
+        policy = get(record["inputs"], "preemptionPolicy") or "PreemptLowerPriority"
+        if policy != "Never":
+            raise Refused(
+                "kube-scheduler-preemption",
+                f"PriorityClass {name_of(record['inputs'])}: preemptionPolicy {policy}: the kube-scheduler's preemption is not modeled",
+            )
     tiers = {}
     for wpc in objects.kueue("WorkloadPriorityClass"):
         name = name_of(wpc)
@@ -131,8 +158,8 @@ def kueue_config(objects: Objects) -> KueueConfig:
     text = get(release, "managerConfig", "controllerManagerConfigYaml") if release is not None else None
     config = yaml.safe_load(text) if isinstance(text, str) else {}
     config = config if isinstance(config, dict) else {}
-    if get(config, "fairSharing") or get(config, "admissionFairSharing"):
-        raise Refused("fair-sharing", "Kueue configuration: fair sharing is not modeled (classic preemption only)")
+    if get(config, "admissionFairSharing"):
+        raise Refused("admission-fair-sharing", "Kueue configuration: admissionFairSharing is not modeled")
     ready = mapping(get(config, "waitForPodsReady"))
     strategy = mapping(get(ready, "requeuingStrategy"))
     timeout = duration_s(str(ready["timeout"])) if "timeout" in ready else KUEUE_PODS_READY_TIMEOUT_S
@@ -142,4 +169,19 @@ def kueue_config(objects: Objects) -> KueueConfig:
         backoff_base_s=float(strategy.get("backoffBaseSeconds", KUEUE_BACKOFF_BASE_S)),
         backoff_max_s=float(strategy.get("backoffMaxSeconds", KUEUE_BACKOFF_MAX_S)),
         requeue_timestamp=str(strategy.get("timestamp", KUEUE_REQUEUE_TIMESTAMP)),
+        fair_sharing=_fair_sharing(config),
     )
+
+
+def _fair_sharing(config: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The preemption strategies when the configuration has a fairSharing section (present, even
+    empty, turns it on), in Kueue's default order when it lists none."""
+    if config.get("fairSharing") is None:
+        return None
+    listed = tuple(str(s) for s in items(get(config, "fairSharing", "preemptionStrategies")))
+    if not listed:
+        return FAIR_SHARING_STRATEGIES
+    # Kueue's validation (pkg/config/validation.go) accepts one strategy, or the two in this order.
+    if listed not in ((FAIR_SHARING_STRATEGIES[0],), (LESS_THAN_INITIAL_SHARE,), FAIR_SHARING_STRATEGIES):
+        raise ModelError(f"Kueue configuration: fairSharing.preemptionStrategies {list(listed)} is not a combination Kueue accepts")
+    return listed
