@@ -24,6 +24,13 @@ class DataVolume:
     # Nominal: a shared file system grows as written, but the API requires a capacity.
     capacity: str = "1Ti"
     mount_options: tuple[str, ...] = field(default_factory=tuple)
+    # Per namespace, mount options that replace `mount_options` (a team's own folder of a bucket).
+    namespace_mount_options: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    # CSI volume attributes the driver reads (GCS FUSE: skipCSIBucketAccessCheck).
+    volume_attributes: Mapping[str, str] = field(default_factory=dict[str, str])
+
+    def options(self, namespace: str) -> tuple[str, ...]:
+        return tuple(self.namespace_mount_options.get(namespace, self.mount_options))
 
 
 def volume_name(namespace: str) -> str:

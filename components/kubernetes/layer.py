@@ -400,9 +400,11 @@ class GpuLayer(pulumi.ComponentResource):
                 # Deleting the claim or the stack's Kubernetes objects leaves the data alone.
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
-                mount_options=list(volume.mount_options) or None,
+                mount_options=list(volume.options(team.namespace)) or None,
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                    driver=volume.driver, volume_handle=volume.handles[team.namespace]
+                    driver=volume.driver,
+                    volume_handle=volume.handles[team.namespace],
+                    volume_attributes=dict(volume.volume_attributes) or None,
                 ),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=team.namespace, name=DATA_CLAIM),
             ),
