@@ -124,6 +124,14 @@ def _smallest_resources(renderings: list[dict[str, Any]]) -> dict[str, Any]:
     return smallest
 
 
+def _shm_gi(jobset: Mapping[str, Any]) -> int | None:
+    for volume in _pod(jobset)["spec"]["volumes"]:
+        limit = volume.get("emptyDir", {}).get("sizeLimit")
+        if isinstance(limit, str) and limit.endswith("Gi"):
+            return int(limit.removesuffix("Gi"))
+    return None
+
+
 def _amount(quantity: str) -> int:
     """A quantity as the renderer writes it (node_resources.cpu_quantity `Nm`, memory_quantity `NMi`)."""
     return int(quantity.removesuffix("Mi").removesuffix("m"))
@@ -164,6 +172,8 @@ def _merged(renderings: list[dict[str, Any]], gpu_model: str) -> dict[str, Any]:
     """One object from the workers' renderings: the smallest trainer requests, every annotation;
     anything else that differs is refused, since MultiKueue sends one object to all."""
     requests = _smallest_resources(renderings)
+    # /dev/shm is sized from the trainer's memory (renderer._shm_size): the smallest too.
+    shm = min((_shm_gi(r) for r in renderings if _shm_gi(r) is not None), default=None)
     annotations: dict[str, str] = {}
     for r in renderings:
         annotations |= _pod(r).get("metadata", {}).get("annotations", {})
@@ -174,6 +184,9 @@ def _merged(renderings: list[dict[str, Any]], gpu_model: str) -> dict[str, Any]:
         container = pod["spec"]["containers"][0]
         container["resources"] = {"requests": dict(requests), "limits": dict(requests)}
         pod["metadata"] = {"annotations": dict(sorted(annotations.items()))} if annotations else {}
+        for volume in pod["spec"]["volumes"]:
+            if shm is not None and "emptyDir" in volume and "sizeLimit" in volume["emptyDir"]:
+                volume["emptyDir"]["sizeLimit"] = f"{shm}Gi"
         normalized.append(one)
     first = normalized[0]
     for other in normalized[1:]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.checks.declared import Resource
-from components.checks.rules import fabric, karpenter, lifecycle, pools, scheduling, security, teams
+from components.checks.rules import fabric, fleet, karpenter, lifecycle, pools, scheduling, security, teams
 from components.checks.rules.base import Context, Finding, Rule, Violation
 from components.facts.rule_catalog import RULES, RULES_BY_ID
 
@@ -35,6 +35,7 @@ CHECKS: dict[str, Rule] = {
     "multi-node-fabric-wired": fabric.multi_node_fabric_wired,
     "job-storage-reachable": teams.job_storage_reachable,
     karpenter.RULE: karpenter.karpenter_permissions_outlive_nodes,
+    fleet.RULE: fleet.fleet_worker_least_privilege,
 }
 
 
