@@ -157,11 +157,15 @@ def render(workers: Workers, request: FleetJobRequest) -> tuple[dict[str, Any], 
     bad = image_problem(request.image)
     problems = [f"--image: {bad}"] if bad else image_problems(request.image, {w: workers[w].cloud for w in chosen})
     renderings: list[dict[str, Any]] = []
+    refused: dict[str, list[str]] = {}
     for worker, pool in chosen.items():
         try:
             renderings.append(renderer.render(workers[worker], _job_request(request, pool)))
         except renderer.JobError as exc:
-            problems += [f"{worker}: {p}" for p in exc.problems]
+            refused[worker] = exc.problems
+    # A problem every eligible worker has is said once; others name their worker.
+    common = [p for p in next(iter(refused.values()), []) if len(refused) == len(chosen) and all(p in ps for ps in refused.values())]
+    problems += common + [f"{w}: {p}" for w, ps in refused.items() for p in ps if p not in common]
     if problems:
         raise renderer.JobError(problems)
     jobset = _merged(renderings, request.gpu_model)
