@@ -230,15 +230,15 @@ def _stem(path: Path) -> str:
 def all_stacks(root: Path) -> list[str]:
     """The names of the project's cluster stacks; a file whose name is not a stack name is an
     error. Fleet manager stacks (`cloud: fleet`) are listed by `fleet_stacks`."""
-    return [stack_name(p) for p in stack_files(root) if not _is_fleet_file(p)]
+    return [stack_name(p) for p in stack_files(root) if not is_fleet_file(p)]
 
 
 def fleet_stacks(root: Path) -> list[str]:
     """The names of the project's fleet manager stacks (docs/fleet.md)."""
-    return [stack_name(p) for p in stack_files(root) if _is_fleet_file(p)]
+    return [stack_name(p) for p in stack_files(root) if is_fleet_file(p)]
 
 
-def _is_fleet_file(path: Path) -> bool:
+def is_fleet_file(path: Path) -> bool:
     try:
         document = yamlfile.load(path)
     except yamlfile.YamlError:

@@ -177,7 +177,8 @@ def _merged(renderings: list[dict[str, Any]], gpu_model: str) -> dict[str, Any]:
     anything else that differs is refused, since MultiKueue sends one object to all."""
     requests = _smallest_resources(renderings)
     # /dev/shm is sized from the trainer's memory (renderer._shm_size): the smallest too.
-    shm = min((_shm_gi(r) for r in renderings if _shm_gi(r) is not None), default=None)
+    sizes = [size for size in (_shm_gi(r) for r in renderings) if size is not None]
+    shm = min(sizes) if sizes else None
     annotations: dict[str, str] = {}
     for r in renderings:
         annotations |= _pod(r).get("metadata", {}).get("annotations", {})

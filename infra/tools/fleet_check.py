@@ -1,8 +1,7 @@
 """`gpu-platform check` on a fleet manager stack (docs/fleet.md, "Check").
 
 The manager's own objects are validated like any stack's (Kubernetes schemas of its core objects;
-its Kueue objects against their CRD schemas in the tests), its workers are checked as stacks of
-their own, and the fleet's fit proof (components.checks.fleet_fit) holds every job the manager
+its Kueue objects against their CRD schemas in the tests), and the fleet's fit proof (components.checks.fleet_fit) holds every job the manager
 accepts against the workers' synthesized resources.
 """
 
@@ -17,7 +16,8 @@ FIT_RULE = "fleet-job-fits-worker"
 
 
 def check_fleet(result: offline.FleetSynthesis) -> list[check.StackReport]:
-    """The manager's report, then one per worker."""
+    """The manager's report. Its workers are stacks of their own, checked when named (or with
+    every stack), so their findings are not repeated here."""
     workers = {
         name: fleet_fit.Worker(spec, base.from_synthesis(synthesis.resources))
         for name, (spec, synthesis) in result.workers.items()
@@ -28,6 +28,4 @@ def check_fleet(result: offline.FleetSynthesis) -> list[check.StackReport]:
     findings += [
         base.Finding(base.Violation(FIT_RULE, key, message), "mandatory") for message in fleet_fit.misfits(workers)
     ]
-    reports = [check.StackReport(manager.stack, manager.project, findings, validated, skipped)]
-    reports += [check.check_synthesis(spec, synthesis) for spec, synthesis in result.workers.values()]
-    return reports
+    return [check.StackReport(manager.stack, manager.project, findings, validated, skipped)]
