@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import platform_of
+from helpers import REPO, platform_of, stack_config
 
 from components.checks.rules import base, fleet as fleet_rule
 from components.facts import multikueue
@@ -112,3 +112,15 @@ def test_an_unknown_fleet_key_on_a_cluster_stack_is_an_error() -> None:
         parse_spec(platform, "stacks/Pulumi.prod-aws.yaml", "us-east-1")
     assert caught.value.problems[0].path == "platform.fleet.workers"
     assert "allowed keys: worker" in caught.value.problems[0].message
+
+
+def test_being_a_worker_adds_only_the_fleet_outputs(fleet: offline.FleetSynthesis, tmp_path: Any) -> None:
+    config = stack_config("prod-aws")
+    config["gpu-platform:platform"]["fleet"] = {"worker": False}
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.prod-aws.yaml").write_text(yaml.safe_dump({"config": config}))
+    outputs = offline.synthesize(str(tmp_path / "stacks" / "Pulumi.prod-aws.yaml"), tmp_path)[2].outputs
+    as_worker = worker(fleet, WORKERS[0]).outputs
+    assert sorted(set(as_worker) - set(outputs)) == ["fleetKubeconfig", "fleetQueues"]
+    assert {k: v for k, v in as_worker.items() if k in outputs} == outputs
