@@ -21,7 +21,9 @@ from pathlib import Path
 from components.jobs import renderer
 from components.spec import SpecError, stack_file_schema
 from infra import offline, output_folder, stackfile, synth, yamlfile
-from infra.tools import check, summary
+from components.fleet import job as fleet_job
+from components.spec.fleet import worker_stack
+from infra.tools import check, fleet_check, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
@@ -53,6 +55,8 @@ def _out_dir(args: argparse.Namespace, stack: str, command: str) -> Path:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    if _is_fleet(args.stack):
+        return _synth_fleet(args, started)
     stack_file, spec, result = offline.synthesize(args.stack)
     out_dir = _out_dir(args, stack_file.stack, "synth")
     output_folder.write(synth.files(result, summary.markdown(spec, stack_file.stack, result)), out_dir)
@@ -67,8 +71,64 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _is_fleet(ref: str) -> bool:
+    return stackfile.read(ref, stackfile.root_for(ref)).is_fleet
+
+
+def _synth_fleet(args: argparse.Namespace, started: float) -> int:
+    """A manager stack: its workers are synthesized too (in memory), its own files written."""
+    result = offline.synthesize_fleet(args.stack)
+    synthesis = result.synthesis
+    out_dir = _out_dir(args, synthesis.stack, "synth")
+    order = synthesis.outputs.get("dispatchOrder", [])
+    text = (
+        f"# {synthesis.stack}: fleet manager\n\nWorkers, in dispatch order: {', '.join(order)}\n\n"
+        + "".join(f"- {model}: {', '.join(ws)}\n" for model, ws in synthesis.outputs.get("dispatchOrderPerGpuModel", {}).items())
+    )
+    output_folder.write(synth.files(synthesis, text), out_dir)
+    print(f"{synthesis.stack}: fleet {result.spec.environment}, manager cluster {result.spec.cluster.name}")
+    print(f"workers in dispatch order: {', '.join(order)}")
+    print(
+        f"{len(synthesis.resources)} resources, {len(synthesis.kubernetes_objects())} Kubernetes objects"
+        f" -> {out_dir} ({time.perf_counter() - started:.1f}s)"
+    )
+    return EXIT_OK
+
+
+def _fleet_job(args: argparse.Namespace, stack_file: stackfile.StackFile) -> int:
+    """`gpu-platform job <fleet stack> --gpu-model ...`: one JobSet for every eligible worker."""
+    spec = stack_file.fleet_spec()
+    if args.pool is not None:
+        raise UsageError("--pool: a fleet job chooses its pool by --gpu-model and size on each worker")
+    if args.gpu_model is None:
+        raise UsageError("--gpu-model: required on a fleet stack (e.g. H100-80GB)")
+    root = stackfile.root_for(args.stack)
+    workers = {w: stackfile.read(worker_stack(w), root).spec() for w in spec.fleet.workers}
+    request = fleet_job.FleetJobRequest(
+        gpu_model=args.gpu_model,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        team=args.team,
+        tier=args.tier,
+        name=args.name,
+        image=args.image,
+        trainer_args=args.trainer_args,
+        max_restarts=args.max_restarts,
+        grace_period=args.grace_period,
+    )
+    jobset, chosen = fleet_job.render(workers, request)
+    print(f"# runs on: {', '.join(f'{w} (pool {p.name})' for w, p in chosen.items())}")
+    print(renderer.to_yaml(jobset), end="")
+    return EXIT_OK
+
+
 def cmd_job(args: argparse.Namespace) -> int:
-    spec = stackfile.read(args.stack, stackfile.root_for(args.stack)).spec()
+    stack_file = stackfile.read(args.stack, stackfile.root_for(args.stack))
+    if stack_file.is_fleet:
+        return _fleet_job(args, stack_file)
+    if args.pool is None:
+        raise UsageError("--pool: required")
+    spec = stack_file.spec()
     request = renderer.JobRequest(
         pool=args.pool,
         nodes=args.nodes,
@@ -94,6 +154,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     invalid = 0
     for ref in refs:
         try:
+            if _is_fleet(ref):
+                for report in fleet_check.check_fleet(offline.synthesize_fleet(ref)):
+                    reports.append(report)
+                    for line in report.lines():
+                        print(line)
+                continue
             _, spec, result = offline.synthesize(ref)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
@@ -191,7 +257,8 @@ def parser() -> argparse.ArgumentParser:
         description="Trainer arguments go after `--`, e.g. -- --preset small --max-steps 1000 ...",
     )
     p.add_argument("stack", help="a stack name or a path to a Pulumi.<name>.yaml")
-    p.add_argument("--pool", required=True)
+    p.add_argument("--pool", help="the stack's pool (cluster stacks)")
+    p.add_argument("--gpu-model", help="fleet stacks: the GPU model, e.g. H100-80GB; the pool is chosen on each worker")
     p.add_argument("--nodes", type=int, required=True)
     p.add_argument("--gpus-per-node", type=int, required=True)
     p.add_argument("--team", help="required when the stack has several teams")

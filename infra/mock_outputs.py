@@ -112,6 +112,35 @@ INSTANCE_TYPE_ZONES: dict[str, str] = {
     "p6-b200.48xlarge": "b",
 }
 _EVERY_ZONE = "abcdef"
+
+# Stack references (pulumi:pulumi:StackReference, input `name`): the outputs of the stacks a fleet
+# manager names, by fully qualified stack name, and which of them are secret. infra.offline fills
+# them from the workers' own synthesis before the manager's program runs; a stack not answered
+# has no outputs, as `pulumi` reports for a stack that was never deployed.
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+STACK_REFERENCES: dict[str, dict[str, Any]] = {}
+STACK_REFERENCE_SECRETS: dict[str, list[str]] = {}
+# The token controller fills `data.token` (base64) of a kubernetes.io/service-account-token Secret.
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+MOCK_TOKEN_B64 = "bW9jay1zZXJ2aWNlLWFjY291bnQtdG9rZW4="
+
+
+def answer_stack_references(outputs: dict[str, dict[str, Any]], secrets: dict[str, list[str]]) -> None:
+    """What the mock engine answers for each stack reference until the next call."""
+    STACK_REFERENCES.clear()
+    STACK_REFERENCES.update(outputs)
+    STACK_REFERENCE_SECRETS.clear()
+    STACK_REFERENCE_SECRETS.update(secrets)
+
+
+def _computed(type_token: str, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """Outputs that depend on more than a template: stack references, service account tokens."""
+    if type_token == STACK_REFERENCE:
+        name = str(inputs.get("name", ""))
+        return {"outputs": STACK_REFERENCES.get(name, {}), "secretOutputNames": STACK_REFERENCE_SECRETS.get(name, [])}
+    if type_token == "kubernetes:core/v1:Secret" and inputs.get("type") == SERVICE_ACCOUNT_TOKEN:
+        return {"data": {"token": MOCK_TOKEN_B64, "ca.crt": "bW9jay1jbHVzdGVyLWNh"}}
+    return None
 _OFFERINGS = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
 
 
@@ -160,6 +189,9 @@ def _fill(value: Any, name: str, region: str, inputs: dict[str, Any]) -> Any:
 
 
 def resource_outputs(type_token: str, name: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    computed = _computed(type_token, inputs or {})
+    if computed is not None:
+        return computed
     package = type_token.split(":", 1)[0]
     template = {**PACKAGE_OUTPUTS.get(package, {}), **RESOURCE_OUTPUTS.get(type_token, {})}
     return _fill(template, name, _region(), inputs or {})

@@ -4,12 +4,14 @@ both trees synthesize through here."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
 from components import trainer_image
-from components.spec import PlatformSpec, SpecError
-from infra import program, stackfile, synth
+from components.spec import PlatformSpec, Problem, SpecError
+from components.spec.fleet import FleetStackSpec, worker_stack
+from infra import mock_outputs, program, stackfile, synth
 
 
 def synthesize(
@@ -39,3 +41,50 @@ def synthesize(
         # Problems only the (mock) cloud reveals, such as zones without the instance type.
         raise SpecError(stack_file.source, exc.problems) from None
     return stack_file, spec, result
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetSynthesis:
+    """A manager stack synthesized over its workers' own syntheses."""
+
+    stack_file: stackfile.StackFile
+    spec: FleetStackSpec
+    synthesis: synth.Synthesis
+    # Per worker (its fully qualified stack name): its spec and its synthesis.
+    workers: dict[str, tuple[PlatformSpec, synth.Synthesis]]
+
+
+def synthesize_fleet(ref: str, root: Path | None = None) -> FleetSynthesis:
+    """Synthesize each worker, then the manager with its StackReferences answered from the
+    workers' outputs. In-process and in that order, so the answer is always the checkout's own
+    (never a stale build/synth folder) and the same checkout gives the same files.
+
+    A worker's stack file is the checkout's Pulumi.<stack>.yaml for the stack part of its name."""
+    if root is None:
+        root = stackfile.root_for(ref)
+    stack_file = stackfile.read(ref, root)
+    spec = stack_file.fleet_spec()
+    workers: dict[str, tuple[PlatformSpec, synth.Synthesis]] = {}
+    problems: list[Problem] = []
+    for i, worker in enumerate(spec.fleet.workers):
+        at = f"platform.fleet.workers[{i}]"
+        try:
+            _, worker_spec, result = synthesize(worker_stack(worker), root)
+        except stackfile.StackFileError as exc:
+            problems.append(Problem(at, f"{worker}: {exc}"))
+            continue
+        if not worker_spec.fleet.worker:
+            problems.append(Problem(at, f"{worker}: its stack file does not set platform.fleet.worker: true"))
+            continue
+        workers[worker] = (worker_spec, result)
+    if problems:
+        raise SpecError(stack_file.source, problems)
+    mock_outputs.answer_stack_references(
+        {w: r.revealed_outputs for w, (_, r) in workers.items()},
+        {w: synth.secret_output_names(r) for w, (_, r) in workers.items()},
+    )
+    try:
+        result = synth.run(program.main_fleet, stackfile.project_name(root), stack_file.stack, stack_file.pulumi_config(), root)
+    finally:
+        mock_outputs.answer_stack_references({}, {})
+    return FleetSynthesis(stack_file, spec, result, workers)

@@ -10,6 +10,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aws import AwsPlatform
+from components.fleet.data import gcs_data_volume
+from components.fleet.manager import FleetManager
+from components.fleet.worker import KUBECONFIG_OUTPUT, QUEUES_OUTPUT, FleetWorker, queues_description
 from components.gcp import GcpPlatform
 from components.kubernetes import DataVolume, GpuLayer
 from components.naming import resource_name
@@ -24,6 +27,7 @@ from components.spec import (
     parse_spec,
     region_namespace,
 )
+from components.spec.fleet import is_fleet, parse_fleet_spec
 from components.trainer_image import CONTEXT_DIR, RegistryLogin, TrainerImage, context_of
 from infra import stackfile
 
@@ -45,6 +49,10 @@ def main() -> None:
 
 def run(trainer_context: Path | None) -> None:
     """The program, given the trainer's build context (None outside a checkout)."""
+    raw = pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY)
+    if is_fleet(raw):
+        run_fleet(raw)
+        return
     spec = load_spec()
     try:
         outputs = build_platform(spec, trainer_context)
@@ -52,6 +60,28 @@ def run(trainer_context: Path | None) -> None:
         raise StackFileError(stack_source(), exc.problems) from None
     for name, value in outputs.items():
         pulumi.export(name, value)
+
+
+def main_fleet() -> None:
+    """A manager stack's program on its own (offline synthesis runs it so)."""
+    run_fleet(pulumi.Config(CONFIG_NAMESPACE).get_object(CONFIG_KEY))
+
+
+def run_fleet(raw: Any) -> None:
+    """A fleet manager stack (`cloud: fleet`, docs/fleet.md): Kueue and MultiKueue on an existing
+    cluster, over the workers its stack file names."""
+    try:
+        spec = parse_fleet_spec(raw, stack_source())
+    except SpecError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    provider = k8s.Provider(f"{spec.cluster.name}-k8s", context=spec.cluster.context, enable_server_side_apply=True)
+    manager = FleetManager(spec.cluster.name, spec, provider)
+    pulumi.export("cloud", spec.cloud)
+    pulumi.export("environment", spec.environment)
+    pulumi.export("clusterName", spec.cluster.name)
+    pulumi.export("workers", list(spec.fleet.workers))
+    pulumi.export("dispatchOrder", manager.order)
+    pulumi.export("dispatchOrderPerGpuModel", manager.per_model)
 
 
 def stack_source() -> str:
@@ -94,6 +124,15 @@ def build_platform(spec: PlatformSpec, trainer_context: Path | None = None) -> d
         opts=pulumi.ResourceOptions(depends_on=cluster.ready),
     )
     outputs.update(layer.exports)
+    if spec.fleet.worker:
+        # What a fleet manager reads of this stack (components.fleet.worker).
+        worker = FleetWorker(
+            resource_name(spec, "fleet-worker"),
+            admin_kubeconfig=cluster.outputs["kubeconfig"],
+            opts=pulumi.ResourceOptions(provider=cluster.provider, depends_on=[layer]),
+        )
+        outputs[KUBECONFIG_OUTPUT] = worker.kubeconfig
+        outputs[QUEUES_OUTPUT] = queues_description(spec, pools)
     if spec.trainer.image == "build" and cluster.registry is not None:
         if trainer_context is None:
             raise pulumi.RunError(NO_TRAINER_CONTEXT)
@@ -163,6 +202,8 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
         collects_dcgm=spec.monitoring.dcgm,
         registry=platform.registry,
+        # Fleet jobs name one claim on every worker; here it is the bucket (components.fleet.data).
+        data_volume=gcs_data_volume(spec) if spec.fleet.worker else None,
     )
 
 

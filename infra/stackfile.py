@@ -24,6 +24,7 @@ from components.spec import (
     region_namespace,
     region_problems,
 )
+from components.spec.fleet import FleetStackSpec, is_fleet, parse_fleet_spec
 from infra import yamlfile
 
 STACKS_DIR = "stacks"
@@ -86,6 +87,26 @@ class StackFile:
             problems += region_problems(namespace, self.config.get(f"{namespace}:region"))
         try:
             spec = parse_spec(raw, self.source, self.region(raw))
+        except SpecError as exc:
+            raise SpecError(self.source, problems + exc.problems) from None
+        if problems:
+            raise SpecError(self.source, problems)
+        return spec
+
+    @property
+    def is_fleet(self) -> bool:
+        """A fleet manager stack (`cloud: fleet`), whose spec is a FleetStackSpec."""
+        return is_fleet(self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"))
+
+    def fleet_spec(self) -> FleetStackSpec:
+        """The validated manager spec; other `gpu-platform:*` keys are errors here too."""
+        unknown = sorted(
+            key for key in self.config
+            if isinstance(key, str) and key.startswith(f"{CONFIG_NAMESPACE}:") and key != f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+        )
+        problems = [Problem(key, f"unknown key; the only {CONFIG_NAMESPACE} key is {CONFIG_NAMESPACE}:{CONFIG_KEY}") for key in unknown]
+        try:
+            spec = parse_fleet_spec(self.config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"), self.source)
         except SpecError as exc:
             raise SpecError(self.source, problems + exc.problems) from None
         if problems:
@@ -207,5 +228,20 @@ def _stem(path: Path) -> str:
 
 
 def all_stacks(root: Path) -> list[str]:
-    """The names of the project's stacks; a file whose name is not a stack name is an error."""
-    return [stack_name(p) for p in stack_files(root)]
+    """The names of the project's cluster stacks; a file whose name is not a stack name is an
+    error. Fleet manager stacks (`cloud: fleet`) are listed by `fleet_stacks`."""
+    return [stack_name(p) for p in stack_files(root) if not is_fleet_file(p)]
+
+
+def fleet_stacks(root: Path) -> list[str]:
+    """The names of the project's fleet manager stacks (docs/fleet.md)."""
+    return [stack_name(p) for p in stack_files(root) if is_fleet_file(p)]
+
+
+def is_fleet_file(path: Path) -> bool:
+    try:
+        document = yamlfile.load(path)
+    except yamlfile.YamlError:
+        return False
+    config = document.get("config") if isinstance(document, dict) else None
+    return isinstance(config, dict) and is_fleet(config.get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"))

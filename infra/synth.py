@@ -44,6 +44,9 @@ class Synthesis:
     stack: str
     resources: list[dict[str, Any]]
     outputs: dict[str, Any] = field(default_factory=dict)
+    # The outputs with secrets in the clear: what a StackReference to this stack reads (a fleet
+    # manager's synthesis, infra.offline). Never written to the output folder.
+    revealed_outputs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def by_type(self, type_token: str) -> list[dict[str, Any]]:
         return [r for r in self.resources if r["type"] == type_token]
@@ -90,6 +93,22 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _reveal(value: Any) -> Any:
+    """Wire values with each secret replaced by the value it wraps."""
+    if isinstance(value, list):
+        return [_reveal(v) for v in value]
+    if isinstance(value, dict):
+        if value.get(_SIG) == _SECRET_SIG:
+            return _reveal(value.get("value"))
+        return {k: _reveal(v) for k, v in value.items()}
+    return value
+
+
+def secret_output_names(synthesis: Synthesis) -> list[str]:
+    """The stack outputs that are secret (masked in `outputs`)."""
+    return sorted(name for name, value in synthesis.outputs.items() if value == "[secret]")
+
+
 class _Mocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         return f"{args.name}-id", {**args.inputs, **mock_outputs.resource_outputs(args.typ, args.name, args.inputs)}
@@ -106,6 +125,7 @@ class RecordingMonitor(mocks.MockMonitor):
         super().__init__(_Mocks())
         self.requests: list[tuple[str, Any]] = []
         self.stack_outputs: dict[str, Any] = {}
+        self.revealed_outputs: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def RegisterResource(self, request: Any) -> Any:
@@ -118,6 +138,7 @@ class RecordingMonitor(mocks.MockMonitor):
     def RegisterResourceOutputs(self, request: Any) -> Any:
         if _urn_key(request.urn).startswith(f"{STACK_TYPE}::"):
             self.stack_outputs = _clean(json_format.MessageToDict(request.outputs))
+            self.revealed_outputs = _clean(_reveal(json_format.MessageToDict(request.outputs)))
         return super().RegisterResourceOutputs(request)
 
     def recorded(self) -> list[dict[str, Any]]:
@@ -167,9 +188,15 @@ def run(
     finally:
         settings.ROOT.set(None)
     if root is None:
-        return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs)
+        return Synthesis(project, stack, monitor.recorded(), monitor.stack_outputs, monitor.revealed_outputs)
     top = str(root.resolve())
-    return Synthesis(project, stack, _relative(monitor.recorded(), top), _relative(monitor.stack_outputs, top))
+    return Synthesis(
+        project,
+        stack,
+        _relative(monitor.recorded(), top),
+        _relative(monitor.stack_outputs, top),
+        _relative(monitor.revealed_outputs, top),
+    )
 
 
 def _relative(value: Any, top: str) -> Any:

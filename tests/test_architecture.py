@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("wings", ("components/aws", "components/gcp", "components/kubernetes", "components/observability")),
     ("jobs", ("components/jobs",)),
+    # MultiKueue workers and manager (docs/fleet.md): the layer's objects and fleet jobs.
+    ("fleet", ("components/fleet",)),
     ("checks", ("components/checks",)),
     (
         "engine",

@@ -258,5 +258,17 @@ RULES = RULES + (
     ),
 )
 
+RULES = RULES + (
+    RuleInfo(
+        "fleet-worker-least-privilege",
+        "The MultiKueue manager's ServiceAccount on a fleet worker is bound only to roles the stack declares, and "
+        "those grant no more than Kueue's documented worker role for batch Jobs, JobSets and Workloads: no "
+        "wildcard, no other resource or verb.",
+        "high",
+        "mandatory",
+        "stack",
+    ),
+)
+
 RULES_BY_ID: dict[str, RuleInfo] = {rule.id: rule for rule in RULES}
 OVERRIDABLE: tuple[str, ...] = tuple(rule.id for rule in RULES if rule.overridable)

@@ -90,6 +90,11 @@ class JobRequest:
     grace_period: int | None = None
     # Kueue topology placement (components.jobs.placement); None: the pool's default.
     topology: str | None = None
+    # A fleet job (components.fleet.job): the same object must run on every worker MultiKueue may
+    # copy it to, so it names the `training-data` claim every worker holds instead of the cloud's
+    # own mount, claims no EFA devices, carries the GCS FUSE sidecar annotations (read by GKE's
+    # webhook only) and names no bucket.
+    portable: bool = False
 
 
 def shared_gpus(pool: Pool) -> bool:
@@ -212,6 +217,8 @@ def _problems(spec: PlatformSpec, request: JobRequest) -> list[str]:
 
 def _efa_devices(pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> int:
     """EFA devices a pod claims: all of the node's, when it takes every GPU of an EFA node."""
+    if request.portable:
+        return 0
     if request.gpus_per_node < pool.gpus_per_node or request.nodes < 2:
         return 0
     return node_resources.extended_resources(pool, spec_pool).get(EFA_RESOURCE, 0)
@@ -225,7 +232,7 @@ def _trainer_requests(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec, r
     if node is None:
         return None
     pod = node_resources.share(node, request.gpus_per_node, pool.slots_per_node)
-    return pod - GCS_FUSE_SIDECAR if spec.cloud == "gcp" else pod
+    return pod - GCS_FUSE_SIDECAR if spec.cloud == "gcp" or request.portable else pod
 
 
 def _shm_size(trainer: Requests | None) -> str:
@@ -250,7 +257,7 @@ def _container(
         {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": JOBSET_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_UID_LABEL}']"}}},
         {"name": "RDZV_WAIT_SECONDS", "value": str(RDZV_WAIT_S)},
-        {"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)},
+        *([] if request.portable else [{"name": "CHECKPOINT_BUCKET", "value": naming.bucket_name(spec)}]),
         # Rank 0 serves its Prometheus metrics here (trainer.metrics_server, docs/observability.md).
         {"name": "TRAINER_METRICS_PORT", "value": str(TRAINER_METRICS_PORT)},
     ]
@@ -274,7 +281,7 @@ def _container(
             "memory": node_resources.memory_quantity(trainer.memory_mib),
         }
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": DATA_MOUNT}]
-    if any(volume["name"] == "datasets" for volume in data_volumes(spec, team)):
+    if any(volume["name"] == "datasets" for volume in data_volumes(spec, team, request.portable)):
         mounts.append({"name": "datasets", "mountPath": tenancy.DATASETS_MOUNT, "readOnly": True})
     if pool.sharing_mode != "mps":
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
@@ -319,7 +326,7 @@ def _pod_spec(
     grace_period: int,
     team: TeamQueue,
 ) -> dict[str, Any]:
-    volumes = data_volumes(spec, team)
+    volumes = data_volumes(spec, team, request.portable)
     if pool.sharing_mode != "mps":
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size(trainer)}})
     pod: dict[str, Any] = {
@@ -375,7 +382,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     grace_period = request.grace_period or grace.default_grace_period(preset)
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
-    annotations = pod_annotations(spec) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
+    annotations = pod_annotations(spec, request.portable) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"

@@ -63,10 +63,11 @@ def gcs_volume(spec: PlatformSpec, name: str, folder: str | None, read_only: boo
     return {"name": name, "csi": csi}
 
 
-def data_volumes(spec: PlatformSpec, team: TeamQueue) -> list[dict[str, Any]]:
+def data_volumes(spec: PlatformSpec, team: TeamQueue, portable: bool = False) -> list[dict[str, Any]]:
     """`data` (the team's checkpoints and metrics) and, where the bucket is mounted per team,
-    `datasets` (read-only, shared by every team)."""
-    if spec.cloud != "gcp":
+    `datasets` (read-only, shared by every team). A portable (fleet) job names the claim on every
+    cloud: fleet workers hold it on GKE too (components.fleet.data)."""
+    if spec.cloud != "gcp" or portable:
         return [{"name": "data", "persistentVolumeClaim": {"claimName": DATA_CLAIM}}]
     if not spec.scheduling.teams:
         return [gcs_volume(spec, "data", None, read_only=False)]
@@ -76,8 +77,8 @@ def data_volumes(spec: PlatformSpec, team: TeamQueue) -> list[dict[str, Any]]:
     ]
 
 
-def pod_annotations(spec: PlatformSpec) -> dict[str, str]:
-    if spec.cloud != "gcp":
+def pod_annotations(spec: PlatformSpec, portable: bool = False) -> dict[str, str]:
+    if spec.cloud != "gcp" and not portable:
         return {}
     return {
         GCS_FUSE_ANNOTATION: "true",

@@ -24,12 +24,17 @@ class DataVolume:
     # Nominal: a shared file system grows as written, but the API requires a capacity.
     capacity: str = "1Ti"
     mount_options: tuple[str, ...] = field(default_factory=tuple)
-    # The CSI volume attributes (PersistentVolume spec.csi.volumeAttributes) the driver reads.
-    volume_attributes: Mapping[str, str] = field(default_factory=dict)
+    # Per namespace, mount options that replace `mount_options` (a team's own folder of a bucket).
+    namespace_mount_options: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    # CSI volume attributes (PersistentVolume spec.csi.volumeAttributes) the driver reads.
+    volume_attributes: Mapping[str, str] = field(default_factory=dict[str, str])
     # TCP ports no pod in a team namespace may open a connection to: the file system's own
     # protocol, where it is reachable over the network, so a pod's one way to the data is the
     # claim the CSI driver mounts (a NetworkPolicy per namespace, components.kubernetes.layer).
     denied_egress_tcp_ports: tuple[int, ...] = field(default_factory=tuple)
+
+    def options(self, namespace: str) -> tuple[str, ...]:
+        return tuple(self.namespace_mount_options.get(namespace, self.mount_options))
 
 
 def volume_name(namespace: str) -> str:

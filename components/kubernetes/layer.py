@@ -403,7 +403,7 @@ class GpuLayer(pulumi.ComponentResource):
                 # Deleting the claim or the stack's Kubernetes objects leaves the data alone.
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
-                mount_options=list(volume.mount_options) or None,
+                mount_options=list(volume.options(team.namespace)) or None,
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=volume.driver,
                     volume_handle=volume.handles[team.namespace],

@@ -184,3 +184,29 @@ def kueue_values(spec: PlatformSpec) -> dict[str, Any]:
 
 def jobset_values() -> dict[str, Any]:
     return {"image": _release_image("registry.k8s.io/jobset/jobset", charts.JOBSET)}
+
+
+# The kinds a fleet manager dispatches (components.fleet): batch Jobs and JobSets, the two the
+# worker role (components.facts.multikueue.WORKER_RULES) lets it create.
+MANAGER_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
+
+
+def manager_kueue_values(namespaces: list[str], dispatcher: str) -> dict[str, Any]:
+    """Kueue on a fleet manager: the chart's configuration with only the dispatched kinds, every job
+    of the team namespaces managed, and MultiKueue's `dispatcherName` (Configuration `multiKueue`,
+    apis/config/v1beta2/configuration_types.go; MultiKueue itself is a beta feature gate, on by
+    default in 0.19.2, pkg/features/kube_features.go)."""
+    configuration: dict[str, Any] = {
+        **_CHART_CONFIGURATION,
+        "integrations": {"frameworks": list(MANAGER_FRAMEWORKS)},
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": list(namespaces)}]
+        },
+        "resources": _RESOURCES,
+        "multiKueue": {"dispatcherName": dispatcher},
+    }
+    return {
+        "controllerManager": {"manager": {"image": _release_image("registry.k8s.io/kueue/kueue", charts.KUEUE)}},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(configuration, sort_keys=False)},
+    }

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from components.facts import regions
 from components.spec.aws_rules import AWS_SYSTEM_POOL, aws_problems
 from components.spec.capacity_rules import capacity_problems
+from components.spec.fleet import fleet_worker_problems
 from components.spec.gcp_rules import GKE_SYSTEM_POOL, gcp_problems
 from components.spec.models import (
     CONFIG_KEY,
@@ -141,4 +142,5 @@ def rule_problems(spec: PlatformSpec, region: str | None = None) -> list[Problem
         + aws_problems(spec, region)
         + gcp_problems(spec, region)
         + policy_problems(spec.policy)
+        + fleet_worker_problems(spec)
     )

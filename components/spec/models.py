@@ -397,6 +397,14 @@ class PolicySpec(_Spec):
         return self.allow_spot if self.allow_spot is not None else environment != "prod"
 
 
+class FleetSpec(_Spec):
+    """This cluster as a MultiKueue worker of a fleet manager stack (docs/fleet.md)."""
+
+    # A ServiceAccount with the role MultiKueue documents for workers, its long-lived token, and
+    # the `fleetKubeconfig` (secret) and `fleetQueues` stack outputs a manager reads.
+    worker: bool = False
+
+
 class PlatformSpec(_Spec):
     """The whole intent of one stack: which cloud, which environment, which GPU pools."""
 
@@ -417,6 +425,7 @@ class PlatformSpec(_Spec):
     # GKE settings; required for cloud: gcp (at least `zones`), refused elsewhere.
     gcp: Optional[GcpSpec] = None
     policy: PolicySpec = Field(default_factory=PolicySpec)
+    fleet: FleetSpec = Field(default_factory=FleetSpec)
     # Cluster administrators (cluster-admin everywhere), in the cloud's member format (see
     # TeamSpec.members). On aws these join `aws.admins`.
     admins: list[str] = Field(default_factory=list)

@@ -86,9 +86,9 @@ def in_file_order(raw: Any, problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=position)
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[_Spec] | None:
+def _model_at(loc: tuple[int | str, ...], root: type[_Spec] = PlatformSpec) -> type[_Spec] | None:
     """The spec model a location points into, to list the keys it allows."""
-    model: type[_Spec] = PlatformSpec
+    model: type[_Spec] = root
     for part in loc:
         if isinstance(part, int):
             continue
@@ -114,14 +114,14 @@ def spec_class(annotation: Any) -> type[_Spec] | None:
     return None
 
 
-def shape_problem(err: Any) -> Problem:
+def shape_problem(err: Any, root: type[_Spec] = PlatformSpec) -> Problem:
     loc: tuple[int | str, ...] = tuple(err["loc"])
     kind: str = err["type"]
     value = err.get("input")
     if kind == "missing":
         return Problem(path_of(loc), "required field is missing")
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = _model_at(loc[:-1], root)
         allowed = sorted(f.alias or n for n, f in parent.model_fields.items()) if parent else []
         hint = did_you_mean(str(loc[-1]), allowed)
         return Problem(

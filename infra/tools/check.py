@@ -61,7 +61,7 @@ def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tupl
         if not synth.is_kubernetes_object(record["type"]):
             continue
         try:
-            problem = schema_problem(record["inputs"], kubernetes_version)
+            problem = schema_problem(_unmasked(record["inputs"]), kubernetes_version)
         except kubernetes_validate.SchemaNotFoundError:
             skipped += 1
             continue
@@ -70,6 +70,16 @@ def schema_findings(synthesis: synth.Synthesis, kubernetes_version: str) -> tupl
             key = f"{record['type']}::{record['name']}"
             findings.append(base.Finding(base.Violation(SCHEMA_RULE, key, problem), "mandatory"))
     return findings, validated, skipped
+
+
+def _unmasked(obj: Any) -> Any:
+    """The object without the fields synth masks as secret (`[secret]`, e.g. a Secret's
+    `stringData` built from a secret output): their values are not there to validate."""
+    if isinstance(obj, dict):
+        return {k: _unmasked(v) for k, v in obj.items() if v != "[secret]"}
+    if isinstance(obj, list):
+        return [_unmasked(v) for v in obj]
+    return obj
 
 
 def schema_problem(obj: dict[str, Any], kubernetes_version: str) -> str | None:

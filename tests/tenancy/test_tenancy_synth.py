@@ -11,6 +11,7 @@ import yaml
 from k8s_support import crd_schema
 
 from components import tenancy
+from components.facts import multikueue
 from components.checks import isolation
 from components.facts import charts
 from components.kubernetes import pod_security, webhook_gate
@@ -107,16 +108,24 @@ def test_team_rules_never_create_pods_directly_so_every_job_goes_through_kueue()
             assert "create" not in rule["verbs"]
 
 
+def _not_the_fleet_manager(bindings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """prod-aws and prod-gcp are fleet workers: the MultiKueue manager's account is bound to its
+    documented role there (docs/fleet.md; rule fleet-worker-least-privilege)."""
+    manager = [b for b in bindings if b["metadata"]["name"] == multikueue.WORKER_BINDING]
+    assert [b["roleRef"]["name"] for b in manager] == [multikueue.WORKER_ROLE]
+    return [b for b in bindings if b not in manager]
+
+
 def test_only_the_admins_are_bound_cluster_wide(synthesized: Synthesized) -> None:
     # On GKE besides the admins only Kueue's metrics scraper, to read /metrics (docs/observability.md).
-    binding, scraper = sorted(kinds(synthesized("prod-gcp"), "ClusterRoleBinding"), key=lambda b: b["metadata"]["name"] != tenancy.ADMINS_BINDING)
+    binding, scraper = sorted(_not_the_fleet_manager(kinds(synthesized("prod-gcp"), "ClusterRoleBinding")), key=lambda b: b["metadata"]["name"] != tenancy.ADMINS_BINDING)
     assert scraper["roleRef"]["name"] == "kueue-metrics-reader"
     assert scraper["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-platform-kueue-scraper", "namespace": "kueue-system"}]
     assert binding["metadata"]["name"] == tenancy.ADMINS_BINDING
     assert binding["roleRef"]["name"] == "cluster-admin"
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "platform-admins@example.com"}]
     # Besides the admins, only Prometheus's account, to read Kueue's /metrics (docs/observability.md).
-    [reader] = kinds(synthesized("prod-aws"), "ClusterRoleBinding")
+    [reader] = _not_the_fleet_manager(kinds(synthesized("prod-aws"), "ClusterRoleBinding"))
     assert reader["roleRef"]["name"] == "kueue-metrics-reader"
     assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
 

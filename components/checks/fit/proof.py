@@ -146,25 +146,44 @@ def misfits(resources: Sequence[Resource], spec: PlatformSpec) -> list[tuple[str
                     for problem in exc.problems:
                         found[(None, f"{shape}: gpu-platform job refuses it: {problem}")] = None
                     continue
-                pod = pod_shape(jobset)
-                problems, flavor, queue_key = kueue.admit(pod, _totals(pod))
-                for problem in problems:
-                    found[(queue_key, f"{shape}, team {team}: {problem}")] = None
-                if flavor is None:
-                    continue
-                admitted = pod.admitted(kueue.flavors[flavor])
-                candidates = node_candidates(spec, resources, cluster, pool, admitted)
-                if not candidates:
-                    selector = ", ".join(f"{k}={v}" for k, v in admitted.node_selector.items())
-                    found[(None, f"{shape}: no node group or node pool has nodes labelled {selector}")] = None
-                quota = kueue.flavor_total(flavor, GPU_RESOURCE)
-                cluster_queue = kueue.local_queues[(pod.namespace, pod.queue)]
-                for problem in topology_problems(resources, kueue, pool, flavor, cluster_queue, request.nodes):
-                    found[(None, f"{shape}: {problem}")] = None
-                for views in candidates:
-                    for view in views:
-                        problems = view_problems(view, admitted) + capacity_problems(view, flavor, quota)
-                        problems += queued_problems(view, kueue, cluster_queue, flavor)
-                        for problem in problems:
-                            found[(view.resource, f"{shape}: {problem}")] = None
+                for key, message in jobset_misfits(spec, resources, cluster, kueue, pool, jobset, request.nodes, f"{shape}, team {team}", shape):
+                    found[(key, message)] = None
+    return list(found)
+
+
+def jobset_misfits(
+    spec: PlatformSpec,
+    resources: Sequence[Resource],
+    cluster: Cluster,
+    kueue: Kueue,
+    pool: Pool,
+    jobset: Mapping[str, Any],
+    nodes: int,
+    queue_shape: str,
+    shape: str,
+) -> list[tuple[str | None, str]]:
+    """How one rendered JobSet would not run on the stack: Kueue's admission, then the nodes of
+    `pool` it lands on (also the fleet's proof, components.checks.fleet_fit)."""
+    found: dict[tuple[str | None, str], None] = {}
+    pod = pod_shape(jobset)
+    problems, flavor, queue_key = kueue.admit(pod, _totals(pod))
+    for problem in problems:
+        found[(queue_key, f"{queue_shape}: {problem}")] = None
+    if flavor is None:
+        return list(found)
+    admitted = pod.admitted(kueue.flavors[flavor])
+    candidates = node_candidates(spec, resources, cluster, pool, admitted)
+    if not candidates:
+        selector = ", ".join(f"{k}={v}" for k, v in admitted.node_selector.items())
+        found[(None, f"{shape}: no node group or node pool has nodes labelled {selector}")] = None
+    quota = kueue.flavor_total(flavor, GPU_RESOURCE)
+    cluster_queue = kueue.local_queues[(pod.namespace, pod.queue)]
+    for problem in topology_problems(resources, kueue, pool, flavor, cluster_queue, nodes):
+        found[(None, f"{shape}: {problem}")] = None
+    for views in candidates:
+        for view in views:
+            problems = view_problems(view, admitted) + capacity_problems(view, flavor, quota)
+            problems += queued_problems(view, kueue, cluster_queue, flavor)
+            for problem in problems:
+                found[(view.resource, f"{shape}: {problem}")] = None
     return list(found)

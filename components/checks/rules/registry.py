@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.checks.declared import Resource
-from components.checks.rules import fabric, karpenter, lifecycle, pools, scheduling, security, teams
+from components.checks.rules import fabric, fleet, karpenter, lifecycle, pools, scheduling, security, teams
 from components.checks.rules.base import Context, Finding, Rule, Violation
 from components.facts.rule_catalog import RULES, RULES_BY_ID
 
@@ -36,6 +36,7 @@ CHECKS: dict[str, Rule] = {
     "job-storage-reachable": teams.job_storage_reachable,
     "team-file-system-isolated": teams.team_file_system_isolated,
     karpenter.RULE: karpenter.karpenter_permissions_outlive_nodes,
+    fleet.RULE: fleet.fleet_worker_least_privilege,
 }
 
 

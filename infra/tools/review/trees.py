@@ -157,6 +157,8 @@ def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
             str(p.relative_to(tree))
             for tree in trees
             for p in (tree / stackfile.STACKS_DIR).glob("Pulumi.*.yaml")
+            # Fleet manager stacks synthesize over their workers; review covers cluster stacks.
+            if not stackfile.is_fleet_file(p)
         }
         return sorted(found)
     out = []
