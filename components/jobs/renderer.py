@@ -262,7 +262,8 @@ def _container(
         # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
         # image's trainer-efa target).
         devices[EFA_RESOURCE] = str(efa)
-    env += fabric.env(pool, request.nodes, efa)
+    family = fabric.gke_family(spec, spec_pool, pool, request.nodes, request.gpus_per_node)
+    env += fabric.env(pool, request.nodes, efa, family)
     resources = dict(devices)
     if trainer is not None:
         resources |= {
@@ -275,6 +276,8 @@ def _container(
     if pool.sharing_mode != "mps":
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if family is not None:
+        mounts += fabric.gke_trainer_mounts(family)
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
     typed = [flags.kubelet_literal(arg) for arg in request.trainer_args]
@@ -282,7 +285,7 @@ def _container(
         replace(request, trainer_args=typed),
         pool.gpu.peak_bf16_tflops,
         whole_gpu_memory_gib(pool),
-        fabric.trainer_flags(pool, request.nodes, efa),
+        fabric.trainer_flags(pool, request.nodes, bool(efa) or family is not None),
     )
     return {
         "name": "trainer",
@@ -348,6 +351,11 @@ def _pod_spec(
         }
     if mps_through_gke(spec, pool):
         pod["hostIPC"] = True
+    family = fabric.gke_family(spec, _spec_pool(spec, pool.name), pool, request.nodes, request.gpus_per_node)
+    if family is not None:
+        volumes += fabric.gke_volumes(family)
+        if family.daemon is not None:
+            pod["initContainers"] = fabric.gke_sidecars(family)
     return pod
 
 
@@ -372,6 +380,9 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
     annotations = pod_annotations(spec) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
+    family = fabric.gke_family(spec, spec_pool, pool, request.nodes, request.gpus_per_node)
+    if family is not None:
+        annotations |= fabric.gke_annotations(pool.name, family)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"

@@ -7,6 +7,8 @@ from typing import Any
 
 import re
 
+import pytest
+
 from test_job_render import container_of, env_of, job_of, render
 from trainer import config as trainer_config
 
@@ -51,9 +53,18 @@ def test_partial_node_job_on_efa_pool_only_warns() -> None:
     assert cfg.fabric_check == "warn" and cfg.fabric_floor_gbps is None
 
 
-def test_gcp_multi_node_job_warns_until_gpudirect_is_wired() -> None:
-    cfg = trainer_cfg(render("prod-gcp", pool="h100-train", nodes=2, gpus_per_node=8, team="research"))
-    assert cfg.fabric_check == "warn"
+@pytest.mark.parametrize(("pool", "shape"), [("h100-train", "a3-highgpu-8g"), ("h200-train", "a3-ultragpu-8g")])
+def test_gcp_multi_node_job_on_a_gpudirect_pool_enforces_the_gate_with_the_shape_floor(pool: str, shape: str) -> None:
+    cfg = trainer_cfg(render("prod-gcp", pool=pool, nodes=2, gpus_per_node=8, team="research"))
+    assert cfg.fabric_check == "enforce"
+    assert cfg.fabric_floor_gbps == FABRICS[shape].floor_gbps
+
+
+def test_partial_node_job_on_a_gpudirect_pool_only_warns() -> None:
+    """GPUDirect wants every GPU and GPU NIC of the node: a 4-GPU pod gets no wiring, NCCL uses
+    the primary NIC, and the gate reports it without stopping the job."""
+    cfg = trainer_cfg(render("prod-gcp", pool="h100-train", nodes=2, gpus_per_node=4, team="research"))
+    assert cfg.fabric_check == "warn" and cfg.fabric_floor_gbps is None
 
 
 def test_a_users_fabric_flag_wins() -> None:
