@@ -3,6 +3,7 @@ NCCL's network plugin reads, as the trainer's own parser and libfabric would rea
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import re
@@ -10,9 +11,13 @@ import re
 import pytest
 
 from test_job_render import container_of, env_of, job_of, render
+import yaml
 from trainer import config as trainer_config
+from trainer import fabric as trainer_fabric
 
+from components import gpudirect
 from components.facts import catalog
+from components.facts.gpudirect import GPUDIRECT
 from components.facts.fabric import FABRICS, FLOOR_FRACTION
 from components.jobs import fabric
 
@@ -131,3 +136,104 @@ def test_the_gate_s_marker_is_the_file_the_pod_s_entry_reads() -> None:
     jobset = render("prod-aws", pool="h100-train", nodes=2, gpus_per_node=8, team="research")
     assert env_of(jobset)[fabric.MARKER_ENV]["value"] == fabric.FABRIC_MARKER
     assert f'os.environ.get("{fabric.MARKER_ENV}"' in container_of(jobset)["command"][2]
+
+
+# --- GKE GPUDirect: what multi-networking, the NRI injector, the kubelet and NCCL read ------------
+
+def template_of(jobset: dict[str, Any]) -> dict[str, Any]:
+    return job_of(jobset)["template"]
+
+
+def gke_job(pool: str, nodes: int = 2) -> dict[str, Any]:
+    return render("prod-gcp", pool=pool, nodes=nodes, gpus_per_node=8, team="research")
+
+
+def declared_networks() -> set[str]:
+    """The `Network` objects the GCP wing declares for prod-gcp's GPUDirect pools."""
+    from test_job_render import spec
+    return {subnet.network_object for pool in gpudirect.fabric_pools(spec("prod-gcp")) for _, subnet in pool.subnets}
+
+
+@pytest.mark.parametrize(("pool", "interfaces"), [
+    ("h100-train", [("eth1", "h100-train-vpc1"), ("eth2", "h100-train-vpc2"), ("eth3", "h100-train-vpc3"),
+                    ("eth4", "h100-train-vpc4")]),
+    ("h200-train", [(f"eth{i + 2}", f"h200-train-rdma-{i}") for i in range(8)]),
+])
+def test_a_two_node_gke_job_attaches_the_pool_s_gpu_networks(pool: str, interfaces: list[tuple[str, str]]) -> None:
+    annotations = template_of(gke_job(pool))["metadata"]["annotations"]
+    assert annotations[gpudirect.DEFAULT_INTERFACE_ANNOTATION] == "eth0"
+    attached = [(i["interfaceName"], i["network"]) for i in json.loads(annotations[gpudirect.INTERFACES_ANNOTATION])]
+    assert attached == [("eth0", "default"), *interfaces]
+    assert {network for _, network in interfaces} <= declared_networks()
+
+
+def test_a_tcpx_job_runs_the_receive_datapath_daemon_as_a_native_sidecar_with_its_gpu_devices() -> None:
+    template = template_of(gke_job("h100-train"))
+    [daemon] = template["spec"]["initContainers"]
+    assert (daemon["name"], daemon["restartPolicy"], daemon["image"]) == (
+        "tcpx-daemon", "Always", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12")
+    assert daemon["securityContext"]["capabilities"] == {"add": ["NET_ADMIN"]}
+    assert "privileged" not in daemon["securityContext"]
+    devices = yaml.safe_load(template["metadata"]["annotations"]["devices.gke.io/container.tcpx-daemon"])
+    assert [d["path"] for d in devices][:8] == [f"/dev/nvidia{i}" for i in range(8)]
+
+
+def test_the_tcpx_daemon_and_nccl_meet_on_a_socket_directory_of_the_pod() -> None:
+    template = template_of(gke_job("h100-train"))
+    pod = template["spec"]
+    [daemon], trainer = pod["initContainers"], container_of(gke_job("h100-train"))
+    socket = [v for v in pod["volumes"] if v["name"] == fabric.TCPX_SOCKET_VOLUME]
+    assert socket == [{"name": fabric.TCPX_SOCKET_VOLUME, "emptyDir": {}}]
+    for c in (daemon, trainer):
+        assert {"name": fabric.TCPX_SOCKET_VOLUME, "mountPath": "/run/tcpx"} in c["volumeMounts"]
+    assert env_of(gke_job("h100-train"))["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"]["value"] == "/run/tcpx"
+    assert daemon["args"][daemon["args"].index("--uds_path") + 1] == "/run/tcpx"
+
+
+@pytest.mark.parametrize(("pool", "mounts"), [
+    ("h100-train", {("/home/kubernetes/bin/nvidia/lib64", "/usr/local/nvidia/lib64")}),
+    ("h200-train", {("/home/kubernetes/bin/nvidia", "/usr/local/nvidia"), ("/home/kubernetes/bin/gib", "/usr/local/gib")}),
+])
+def test_the_trainer_reads_the_installed_plugin_from_the_host_read_only(pool: str, mounts: set[tuple[str, str]]) -> None:
+    jobset = gke_job(pool)
+    hosts = {v["name"]: v["hostPath"]["path"] for v in template_of(jobset)["spec"]["volumes"] if "hostPath" in v}
+    trainer_mounts = {(hosts[m["name"]], m["mountPath"]) for m in container_of(jobset)["volumeMounts"] if m["name"] in hosts}
+    assert trainer_mounts == mounts
+    assert all(m.get("readOnly") for m in container_of(jobset)["volumeMounts"] if m["name"] in hosts)
+
+
+def test_the_trainer_itself_keeps_the_restricted_security_context_on_gke_fabric_pools() -> None:
+    assert container_of(gke_job("h200-train"))["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 10001, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_an_rdma_job_needs_no_sidecar_and_makes_nccl_use_gib_or_fail() -> None:
+    jobset = gke_job("h200-train")
+    assert "initContainers" not in template_of(jobset)["spec"]
+    env = env_of(jobset)
+    assert env["NCCL_NET"]["value"] == "gIB" and "gIB" in trainer_fabric.FABRIC
+    assert env["NCCL_TUNER_CONFIG_PATH"]["value"] == "/usr/local/gib/configs/tuner_config_a3u.txtpb"
+    assert env["LD_LIBRARY_PATH"]["value"] == "/usr/local/nvidia/lib64"
+
+
+@pytest.mark.parametrize("shape", sorted(GPUDIRECT))
+def test_every_gpudirect_family_s_plugin_is_a_transport_the_gate_recognises(shape: str) -> None:
+    family = GPUDIRECT[shape]
+    assert family.net in trainer_fabric.FABRIC and FABRICS[shape].network == family.net
+
+
+def test_a_tcpx_job_carries_the_family_s_documented_nccl_environment() -> None:
+    env = env_of(gke_job("h100-train"))
+    assert {k: env[k]["value"] for k in GPUDIRECT["a3-highgpu-8g"].env} == GPUDIRECT["a3-highgpu-8g"].env
+    assert env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"]["value"] == "eth1,eth2,eth3,eth4"
+
+
+@pytest.mark.parametrize("pool", ["h100-train", "h200-train"])
+def test_a_single_node_gke_job_carries_none_of_the_gpudirect_wiring(pool: str) -> None:
+    jobset = gke_job(pool, nodes=1)
+    template = template_of(jobset)
+    annotations = template.get("metadata", {}).get("annotations", {})
+    assert not [k for k in annotations if k.startswith(("networking.gke.io/", "devices.gke.io/"))]
+    assert "initContainers" not in template["spec"]
+    assert not [v for v in template["spec"]["volumes"] if "hostPath" in v]
+    assert not [k for k in env_of(jobset) if k.startswith("NCCL_") or k == "LD_LIBRARY_PATH"]
