@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from components.facts import catalog, limits, regions
+from components.facts.gpudirect import GPUDIRECT
 from components.facts.machine_types import system_node_type_problem
 from components.spec.models import (
     AuthorizedNetworkSpec,
@@ -174,6 +175,16 @@ def _gke_pool_problems(
         zones = ", ".join(pool.zones or gcp.zones) or "none"
         problems.append(
             Problem(f"{at}.compactPlacement", f"needs the pool in exactly one zone (set the pool's zones to one), got {zones}")
+        )
+    family = GPUDIRECT.get(pool.instance_type or "") if pool.multi_gpu_training else None
+    if family is not None and family.stack == "rdma" and len(pool.zones or gcp.zones) != 1:
+        zones = ", ".join(pool.zones or gcp.zones) or "none"
+        problems.append(
+            Problem(
+                f"{at}.zones",
+                f"{pool.instance_type} with multiGpuTraining gets GPUDirect RDMA, whose RoCE VPC belongs to one zone "
+                f"(VPC docs, RDMA RoCE network profile): set the pool's zones to exactly one, got {zones}",
+            )
         )
     if spec.device_plugin != "managed" or pool.sharing.mode not in ("time-slicing", "mps"):
         return problems

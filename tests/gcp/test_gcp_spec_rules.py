@@ -104,6 +104,22 @@ def test_compact_placement_needs_exactly_one_zone() -> None:
     ]
 
 
+def test_a_gpudirect_rdma_pool_needs_exactly_one_zone_for_its_roce_vpc() -> None:
+    raw = platform("prod-gcp")
+    raw["nodePools"][1]["zones"] = []
+    assert messages_at(raw, "platform.nodePools[1].zones") == [
+        "a3-ultragpu-8g with multiGpuTraining gets GPUDirect RDMA, whose RoCE VPC belongs to one zone (VPC docs, "
+        "RDMA RoCE network profile): set the pool's zones to exactly one, got us-central1-a, us-central1-b, us-central1-c"
+    ]
+
+
+def test_an_rdma_shape_without_multi_gpu_training_may_span_zones() -> None:
+    raw = platform("prod-gcp")
+    raw["nodePools"][1]["zones"] = []
+    raw["nodePools"][1]["multiGpuTraining"] = False
+    assert messages_at(raw, "platform.nodePools[1].zones") == []
+
+
 def test_gke_sharing_is_refused_on_a_multi_gpu_training_pool() -> None:
     raw = platform()
     raw["nodePools"][0]["multiGpuTraining"] = True
