@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import gpudirect
+from components.pools import NODE_POOL_LABEL, FabricPool
 from components.facts import gpudirect as facts
 from components.gcp.network import FabricNics
 from components.gcp.wing import Wing
@@ -41,7 +41,7 @@ def _pool_affinity(pools: list[str]) -> dict[str, Any]:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": gpudirect.NODE_POOL_LABEL, "operator": "In", "values": sorted(pools)}]}
+                    {"matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "In", "values": sorted(pools)}]}
                 ]
             }
         }
@@ -174,7 +174,7 @@ def device_injector(pools: list[str]) -> dict[str, Any]:
     }
 
 
-def daemon_sets(pools: list[gpudirect.FabricPool]) -> list[dict[str, Any]]:
+def daemon_sets(pools: list[FabricPool]) -> list[dict[str, Any]]:
     """One installer per family present, and the device injector where a family has a daemon."""
     by_family: dict[str, tuple[facts.GpuDirect, list[str]]] = {}
     for pool in pools:
@@ -186,7 +186,7 @@ def daemon_sets(pools: list[gpudirect.FabricPool]) -> list[dict[str, Any]]:
     return objects
 
 
-def declare(wing: Wing, provider: k8s.Provider, pools: list[gpudirect.FabricPool], nics: dict[str, FabricNics],
+def declare(wing: Wing, provider: k8s.Provider, pools: list[FabricPool], nics: dict[str, FabricNics],
             depends_on: list[pulumi.Resource]) -> list[pulumi.Resource]:
     opts = wing.child(provider=provider, depends_on=depends_on)
     made: list[pulumi.Resource] = []

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from components import gpudirect
+from components.pools import FabricPool
 from components.gcp.wing import Wing
 
 
@@ -81,8 +81,8 @@ class FabricNics:
     nics: list[tuple[pulumi.Output[str], pulumi.Output[str]]]
 
 
-def fabric_networks(wing: Wing, pools: list[gpudirect.FabricPool]) -> dict[str, FabricNics]:
-    """The VPCs and subnets of the GPUDirect pools (components.gpudirect plans them).
+def fabric_networks(wing: Wing, pools: list[FabricPool]) -> dict[str, FabricNics]:
+    """The VPCs and subnets of the GPUDirect pools (components.pools plans them).
 
     MTU and the RoCE network profile as GKE's guides create them (components.facts.gpudirect);
     gVNIC VPCs let the nodes of the pool reach each other on every port, as the guides' firewall

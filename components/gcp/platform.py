@@ -14,14 +14,14 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import gpudirect, naming
+from components import naming
 from components.gcp import gpudirect as gpudirect_objects
 from components.gcp import plan
 from components.gcp.cluster import gke_cluster, gpu_pool, system_pool
 from components.gcp.network import cluster_network, fabric_networks
 from components.gcp.storage import member_access, registry, service_account, trainer_identities, training_bucket
 from components.gcp.wing import Wing
-from components.pools import Pool
+from components.pools import Pool, fabric_pools
 from components.spec import PlatformSpec
 from components.trainer_image import RegistryLogin
 
@@ -53,9 +53,9 @@ class GcpPlatform(pulumi.ComponentResource):
         wing = Wing(name, spec, spec.gcp, project, region, self)
 
         network = cluster_network(wing)
-        # GPUDirect pools (components.gpudirect): their GPU NICs' VPCs, multi-networking on the
+        # GPUDirect pools (components.pools): their GPU NICs' VPCs, multi-networking on the
         # cluster, the NICs on the pools' nodes, and the Network objects and plugin installer below.
-        fabric = gpudirect.fabric_pools(spec)
+        fabric = fabric_pools(spec)
         fabric_nics = fabric_networks(wing, fabric)
         node_account = service_account(wing, "nodes", "GKE nodes: logs, metrics, image pulls")
         gcp.projects.IAMMember(

@@ -4,7 +4,7 @@ environment NCCL's network plugin reads.
 A job that takes whole nodes of a fast-interconnect pool whose wiring the platform renders runs
 the gate in `enforce` mode with the shape's floor (components.facts.fabric): a job that would
 train over the socket fallback stops before step 1. The wiring: EFA devices and libfabric's
-settings on AWS; on GKE GPUDirect pools (components.gpudirect) the pod's extra interfaces
+settings on AWS; on GKE GPUDirect pools (components.pools) the pod's extra interfaces
 (`networking.gke.io/interfaces`), the family's receive-datapath daemon as a native sidecar where
 it has one (TCPX, TCPXO), the host's plugin libraries and the NCCL environment the family
 documents (components.facts.gpudirect). Other multi-node jobs run the gate in `warn` mode, so
@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import gpudirect
 from components.facts import fabric as facts
 from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GpuDirect
-from components.pools import Pool
+from components.pools import Pool, gpudirect_annotations, gpudirect_of
 from components.spec import NodePoolSpec, PlatformSpec
 
 FABRIC_CHECK = "--fabric-check"
@@ -88,13 +87,13 @@ def gke_family(spec: PlatformSpec, spec_pool: NodePoolSpec, pool: Pool, nodes: i
     of a GPUDirect pool (GKE's guides: a workload uses all GPUs and all GPU NICs of its node)."""
     if nodes < 2 or gpus_per_node < pool.gpus_per_node:
         return None
-    return gpudirect.gpudirect(spec, spec_pool)
+    return gpudirect_of(spec, spec_pool)
 
 
 def gke_annotations(pool: str, family: GpuDirect) -> dict[str, str]:
     """The pod's interfaces and, where the family has a daemon, the GPU devices the NRI device
     injector hands that container (`devices.gke.io/container.<name>`)."""
-    annotations = gpudirect.pod_annotations(pool, family)
+    annotations = gpudirect_annotations(pool, family)
     if family.daemon is not None:
         devices = "".join(f"- path: {device}\n" for device in family.daemon.devices)
         annotations[DEVICE_ANNOTATION_PREFIX + family.daemon.name] = devices

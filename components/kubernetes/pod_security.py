@@ -8,7 +8,7 @@ workloads using NVIDIA MPS"); host namespaces are refused by both `baseline` and
 a stack with such a pool enforces `privileged` in its team namespaces, and says so in the
 namespace's own annotation.
 
-GKE GPUDirect pools (components.gpudirect) are the other: their multi-node jobs mount the host's
+GKE GPUDirect pools (components.pools) are the other: their multi-node jobs mount the host's
 NCCL plugin libraries (hostPath, refused by `baseline`), and on TCPX/TCPXO run the receive-datapath
 daemon as root with NET_ADMIN, which `baseline` does not allow either (Google's least-privileged
 manifests, container-engine-accelerators gpudirect-tcpx(o)/nccl-test-unprivileged-without-hostnetwork.yaml,
@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from components import gpudirect
-from components.pools import Pool
+from components.pools import Pool, fabric_pools
 from components.spec import PlatformSpec
 
 # Namespace labels Pod Security Admission reads (kubernetes.io/docs "Pod Security Admission").
@@ -44,7 +43,7 @@ def team_level(spec: PlatformSpec, pools: list[Pool]) -> tuple[Level, str]:
     mps = [pool.name for pool in pools if mps_through_gke(spec, pool)]
     if mps:
         return "privileged", f"pods on GKE MPS pools ({', '.join(mps)}) need hostIPC, which baseline and restricted refuse"
-    fabric = [pool.pool for pool in gpudirect.fabric_pools(spec)]
+    fabric = [pool.pool for pool in fabric_pools(spec)]
     if fabric:
         return "privileged", (
             f"multi-node jobs on GKE GPUDirect pools ({', '.join(fabric)}) mount the host's NCCL plugin (hostPath) "

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from helpers import REPO
 
-from components import gpudirect
 from components.checks.declared import Resource
 from components.checks.rules import base, registry
 from components.facts.rule_catalog import RULES_BY_ID
 from components.gcp import gpudirect as gke_objects
 from components.jobs import fabric, renderer
+from components.pools import INTERFACES_ANNOTATION, fabric_pools
 from infra import stackfile
 
 
@@ -24,7 +24,7 @@ def violations(stack: str, resources: list[Resource] | None = None) -> list[str]
 
 def installers(stack: str) -> list[Resource]:
     """The DaemonSets the GCP wing declares for the stack's GPUDirect pools, as the check reads them."""
-    pools = gpudirect.fabric_pools(stackfile.read(stack, REPO).spec())
+    pools = fabric_pools(stackfile.read(stack, REPO).spec())
     return [Resource("kubernetes:apps/v1:DaemonSet", obj["metadata"]["name"], obj) for obj in gke_objects.daemon_sets(pools)]
 
 
@@ -101,7 +101,7 @@ def test_a_gke_job_without_its_interfaces_is_refused(monkeypatch: pytest.MonkeyP
     real = fabric.gke_annotations
 
     def without_interfaces(*args: Any) -> dict[str, str]:
-        return {k: v for k, v in real(*args).items() if k != gpudirect.INTERFACES_ANNOTATION}
+        return {k: v for k, v in real(*args).items() if k != INTERFACES_ANNOTATION}
 
     monkeypatch.setattr(fabric, "gke_annotations", without_interfaces)
     found = violations("prod-gcp")

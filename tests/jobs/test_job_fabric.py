@@ -15,11 +15,11 @@ import yaml
 from trainer import config as trainer_config
 from trainer import fabric as trainer_fabric
 
-from components import gpudirect
 from components.facts import catalog
 from components.facts.gpudirect import GPUDIRECT
 from components.facts.fabric import FABRICS, FLOOR_FRACTION
 from components.jobs import fabric
+from components.pools import DEFAULT_INTERFACE_ANNOTATION, INTERFACES_ANNOTATION, fabric_pools
 
 
 def trainer_cfg(jobset: dict[str, Any]) -> trainer_config.TrainConfig:
@@ -151,7 +151,7 @@ def gke_job(pool: str, nodes: int = 2) -> dict[str, Any]:
 def declared_networks() -> set[str]:
     """The `Network` objects the GCP wing declares for prod-gcp's GPUDirect pools."""
     from test_job_render import spec
-    return {subnet.network_object for pool in gpudirect.fabric_pools(spec("prod-gcp")) for _, subnet in pool.subnets}
+    return {subnet.network_object for pool in fabric_pools(spec("prod-gcp")) for _, subnet in pool.subnets}
 
 
 @pytest.mark.parametrize(("pool", "interfaces"), [
@@ -161,8 +161,8 @@ def declared_networks() -> set[str]:
 ])
 def test_a_two_node_gke_job_attaches_the_pool_s_gpu_networks(pool: str, interfaces: list[tuple[str, str]]) -> None:
     annotations = template_of(gke_job(pool))["metadata"]["annotations"]
-    assert annotations[gpudirect.DEFAULT_INTERFACE_ANNOTATION] == "eth0"
-    attached = [(i["interfaceName"], i["network"]) for i in json.loads(annotations[gpudirect.INTERFACES_ANNOTATION])]
+    assert annotations[DEFAULT_INTERFACE_ANNOTATION] == "eth0"
+    attached = [(i["interfaceName"], i["network"]) for i in json.loads(annotations[INTERFACES_ANNOTATION])]
     assert attached == [("eth0", "default"), *interfaces]
     assert {network for _, network in interfaces} <= declared_networks()
 

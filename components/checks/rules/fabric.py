@@ -7,7 +7,7 @@ renderer and read as its consumers read it: the trainer's own parser for the gat
 libfabric see them. AWS pools are fabric pools where the spec turns EFA on (`efa: true`), GKE
 pools where the shape has GPUDirect. AWS: EFA devices requested (vpc.amazonaws.com/efa, advertised by the EFA
 device plugin), FI_PROVIDER=efa (libfabric's provider), and `--fabric-check enforce` with a
-floor. GKE GPUDirect pools (components.gpudirect: GPUDirect shape, `multiGpuTraining`): the pod's
+floor. GKE GPUDirect pools (components.pools: GPUDirect shape, `multiGpuTraining`): the pod's
 interface annotations naming the pool's `Network` objects as GKE multi-networking reads them
 (JSON list of interfaceName/network, eth0 on `default`), the family's daemon as a native sidecar
 with its device annotation (TCPX, TCPXO), the host's plugin libraries mounted from where the
@@ -24,7 +24,6 @@ from typing import Any, Sequence
 
 from trainer import config as trainer_config
 
-from components import gpudirect
 from components.checks.declared import Resource
 from components.checks.rules.base import Context, Violation
 from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GpuDirect
@@ -32,7 +31,15 @@ from components.jobs import renderer
 from components.kubernetes.queues import queue_plan
 from components.kubernetes.tiers import priority_tiers
 from components.node_resources import EFA_RESOURCE
-from components.pools import Pool, derive_pools
+from components.pools import (
+    DEFAULT_INTERFACE_ANNOTATION,
+    INTERFACES_ANNOTATION,
+    NODE_POOL_LABEL,
+    Pool,
+    derive_pools,
+    gpudirect_of,
+    network_object,
+)
 
 RULE = "multi-node-fabric-wired"
 # torchrun runs `-m trainer <argv>` (components.jobs.torchrun).
@@ -58,7 +65,7 @@ def _trainer_cfg(container: dict[str, Any]) -> trainer_config.TrainConfig | None
 
 def _interfaces(annotations: dict[str, Any]) -> list[tuple[str, str]] | None:
     try:
-        parsed = json.loads(annotations.get(gpudirect.INTERFACES_ANNOTATION, ""))
+        parsed = json.loads(annotations.get(INTERFACES_ANNOTATION, ""))
         return [(str(i["interfaceName"]), str(i["network"])) for i in parsed]
     except (ValueError, TypeError, KeyError):
         return None
@@ -73,9 +80,9 @@ def gke_missing(pool: str, family: GpuDirect, template: dict[str, Any]) -> list[
     pod, annotations = template["spec"], template.get("metadata", {}).get("annotations", {})
     container = next(c for c in pod["containers"] if c["name"] == "trainer")
     missing: list[str] = []
-    expected = [("eth0", "default")] + [(i, gpudirect.network_object(pool, n)) for i, n in family.pod_networks]
-    if annotations.get(gpudirect.DEFAULT_INTERFACE_ANNOTATION) != "eth0" or _interfaces(annotations) != expected:
-        missing.append(f"the pod's {gpudirect.INTERFACES_ANNOTATION} do not attach the pool's GPU networks "
+    expected = [("eth0", "default")] + [(i, network_object(pool, n)) for i, n in family.pod_networks]
+    if annotations.get(DEFAULT_INTERFACE_ANNOTATION) != "eth0" or _interfaces(annotations) != expected:
+        missing.append(f"the pod's {INTERFACES_ANNOTATION} do not attach the pool's GPU networks "
                        f"({', '.join(n for _, n in expected[1:])}): NCCL would see only eth0")
     daemon = family.daemon
     if daemon is not None:
@@ -103,7 +110,7 @@ def installer_missing(pool: str, family: GpuDirect, resources: Sequence[Resource
             continue
         terms = props["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        pools = {v for t in terms for e in t["matchExpressions"] if e["key"] == gpudirect.NODE_POOL_LABEL for v in e["values"]}
+        pools = {v for t in terms for e in t["matchExpressions"] if e["key"] == NODE_POOL_LABEL for v in e["values"]}
         images = {c.get("image") for c in props["spec"]["template"]["spec"].get("initContainers", [])}
         if pool in pools and family.installer_image in images:
             return []
@@ -150,7 +157,7 @@ def multi_node_fabric_wired(resources: Sequence[Resource], ctx: Context) -> list
         spec_pool = next(p for p in spec.node_pools if p.name == pool.name)
         if spec.cloud == "aws" and not spec_pool.efa:
             continue  # EFA off in the spec: the pool is no fabric pool (its shape merely could be)
-        family = gpudirect.gpudirect(spec, spec_pool)
+        family = gpudirect_of(spec, spec_pool)
         try:
             jobset = renderer.render(spec, _request(pool, team, tier))
         except renderer.JobError:
