@@ -9,7 +9,7 @@ from typing import Any, Callable
 import jsonschema
 import kubernetes_validate
 import pytest
-from gcp_support import cluster, node_pool
+from gcp_support import cluster, node_pool, platform, synthesize
 from k8s_support import crd_schema
 
 from infra.synth import Synthesis
@@ -142,3 +142,17 @@ def test_the_rdma_installer_puts_the_plugin_where_the_pods_mount_it(prod: Synthe
 def test_a_stack_without_gpudirect_pools_declares_no_gpudirect_objects(dev: Synthesis) -> None:
     kinds = {o["kind"] for o in dev.kubernetes_objects()}
     assert not {"Network", "GKENetworkParamSet", "DaemonSet"} & kinds
+
+
+def test_an_a3_mega_pool_gets_eight_gpu_vpcs_and_the_tcpxo_installer_with_its_host_preparation() -> None:
+    raw = platform("prod-gcp")
+    raw["nodePools"][0].update(instanceType="a3-megagpu-8g", provisioning="spot")
+    raw["nodePools"][0].pop("capacity", None)
+    mega = synthesize(raw, "prod-gcp")
+    assert len([n for n in networks(mega) if n.startswith("ml-prod-h100-train-gpu-")]) == 8
+    installer = objects(mega, "DaemonSet")["nccl-tcpxo-installer"]
+    init = installer["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["host-preparation", "nccl-tcpxo-installer"]
+    assert init[1]["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
+    assert pools_of(objects(mega, "DaemonSet")["device-injector"]) == ["h100-train"]
+    kubernetes_validate.validate(installer, "1.33", strict=True)

@@ -4,21 +4,20 @@ NCCL's network plugin reads, as the trainer's own parser and libfabric would rea
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-import re
-
+import kubernetes_validate
 import pytest
-
-from test_job_render import container_of, env_of, job_of, render
 import yaml
+from test_job_render import container_of, env_of, job_of, render
 from trainer import config as trainer_config
 from trainer import fabric as trainer_fabric
 
 from components.facts import catalog
-from components.facts.gpudirect import GPUDIRECT
 from components.facts.fabric import FABRICS, FLOOR_FRACTION
-from components.jobs import fabric
+from components.facts.gpudirect import GPUDIRECT
+from components.jobs import fabric, renderer
 from components.pools import DEFAULT_INTERFACE_ANNOTATION, INTERFACES_ANNOTATION, fabric_pools
 
 
@@ -237,3 +236,37 @@ def test_a_single_node_gke_job_carries_none_of_the_gpudirect_wiring(pool: str) -
     assert "initContainers" not in template["spec"]
     assert not [v for v in template["spec"]["volumes"] if "hostPath" in v]
     assert not [k for k in env_of(jobset) if k.startswith("NCCL_") or k == "LD_LIBRARY_PATH"]
+
+
+def mega_spec() -> Any:
+    """prod-gcp with its H100 pool on A3 Mega (GPUDirect-TCPXO), which no example stack uses."""
+    from helpers import platform_of
+    from k8s_support import spec_of
+
+    platform = platform_of("prod-gcp")
+    pool = platform["nodePools"][0]
+    pool.update(instanceType="a3-megagpu-8g", provisioning="spot")
+    pool.pop("capacity", None)
+    return spec_of(platform)
+
+
+def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_aperture_devices() -> None:
+    jobset = renderer.render(mega_spec(), renderer.JobRequest(
+        pool="h100-train", nodes=2, gpus_per_node=8, team="research", tier="production",
+        image="registry.invalid/trainer:1", trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1",
+                                                          "--global-batch-size", "16", "--seq-len", "128", "--seed", "0",
+                                                          "--data", "/data/datasets/corpus"]))
+    template = template_of(jobset)
+    [daemon] = template["spec"]["initContainers"]
+    assert (daemon["name"], daemon["restartPolicy"]) == ("tcpxo-daemon", "Always")
+    assert daemon["securityContext"]["capabilities"] == {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}
+    devices = yaml.safe_load(template["metadata"]["annotations"]["devices.gke.io/container.tcpxo-daemon"])
+    assert {"path": "/dev/dmabuf_import_helper"} in devices
+    env = env_of(jobset)
+    assert env["NCCL_FASTRAK_IFNAME"]["value"] == "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8"
+    assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"]["value"] == "/dev/aperture_devices"
+    assert {"name": "aperture-devices", "mountPath": "/dev/aperture_devices", "readOnly": True} in container_of(jobset)["volumeMounts"]
+    attached = json.loads(template["metadata"]["annotations"][INTERFACES_ANNOTATION])
+    assert [i["network"] for i in attached][1:] == [f"h100-train-vpc{i}" for i in range(1, 9)]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-node-0-0", **template["metadata"]}, "spec": template["spec"]}
+    kubernetes_validate.validate(pod, "1.33", strict=True)
