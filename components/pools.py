@@ -7,13 +7,14 @@ summary never re-derive it, and never disagree.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 
 from components import naming
 from components.facts import catalog
 from components.facts.capacity import ON_REQUEST, RESERVED, Way
-from components.facts.gpudirect import GPUDIRECT, GpuDirect
+from components.facts.gpudirect import GPU_SUBNET_BLOCK, GPUDIRECT, SUBNETS_PER_POOL, GpuDirect
 from components.spec import NodePoolSpec, PlatformSpec, SharingMode
 from components.spec.platform_rules import gpus_per_node, slots_per_gpu
 
@@ -165,9 +166,6 @@ DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
 INTERFACES_ANNOTATION = "networking.gke.io/interfaces"
 # The GKE label naming a node's pool (set by GKE on every node).
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-# The extra subnets: one /24 each out of this /16, 16 per pool (a pool needs at most 9).
-FABRIC_BLOCK = "192.168"
-SUBNETS_PER_POOL = 16
 
 
 @dataclass(frozen=True)
@@ -226,7 +224,9 @@ def fabric_pools(spec: PlatformSpec) -> list[FabricPool]:
 
 
 def _subnet(spec: PlatformSpec, pool: str, parts: tuple[str, ...], index: int, network: str, mode: str) -> Subnet:
-    return Subnet(naming.resource_name(spec, pool, *parts), f"{FABRIC_BLOCK}.{index}.0/24",
+    block = ipaddress.IPv4Network(GPU_SUBNET_BLOCK)
+    cidr = str(list(block.subnets(new_prefix=24))[index])
+    return Subnet(naming.resource_name(spec, pool, *parts), cidr,
                   network_object(pool, network), mode)
 
 

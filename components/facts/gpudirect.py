@@ -44,6 +44,11 @@ HOST_NVIDIA_LIB64 = "/home/kubernetes/bin/nvidia/lib64"
 HOST_NVIDIA = "/home/kubernetes/bin/nvidia"
 HOST_GIB = "/home/kubernetes/bin/gib"
 HOST_APERTURE_DEVICES = "/dev/aperture_devices"
+# The GPU NICs' subnets: one /24 each out of this /16 (the range GKE's guides use), a run of
+# SUBNETS_PER_POOL per GPUDirect pool (a pool needs at most 9), so at most 16 such pools a stack.
+GPU_SUBNET_BLOCK = "192.168.0.0/16"
+SUBNETS_PER_POOL = 16
+MAX_GPUDIRECT_POOLS = 256 // SUBNETS_PER_POOL
 # The GPU device nodes the daemon needs (the manifests' devices.gke.io annotation).
 _GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
 

@@ -113,6 +113,14 @@ def test_a_gpudirect_rdma_pool_needs_exactly_one_zone_for_its_roce_vpc() -> None
     ]
 
 
+def test_the_cluster_s_ranges_stay_clear_of_the_gpu_subnets_where_gpudirect_pools_exist() -> None:
+    raw = platform("prod-gcp")
+    raw["gcp"]["network"] = {"cidrs": {"nodes": "192.168.64.0/20", "pods": "10.16.0.0/14", "services": "10.20.0.0/20"}}
+    assert messages_at(raw, "platform.gcp.network.cidrs.nodes") == [
+        "192.168.64.0/20 overlaps 192.168.0.0/16, where the GPUDirect pools' GPU subnets are; pick another range"
+    ]
+
+
 def test_an_rdma_shape_without_multi_gpu_training_may_span_zones() -> None:
     raw = platform("prod-gcp")
     raw["nodePools"][1]["zones"] = []
