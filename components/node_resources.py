@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from components.facts import aws as aws_facts
 from components.facts import catalog
 from components.facts import karpenter as karpenter_facts
-from components.pools import GPU_RESOURCE, Pool
+from components.pools import GPU_RESOURCE, Pool, gpudirect_of
 from components.spec import NodePoolSpec, PlatformSpec
 from components.spec.karpenter_rules import karpenter_provisions
 from components.spec.models import Cloud
@@ -221,6 +221,13 @@ DAEMONSET_REQUESTS: dict[str, Requests] = {
     # kubernetes-sigs/aws-efs-csi-driver chart: node.resources {} by default; estimate: the
     # chart's suggested 100m / 128Mi, in case the add-on sets them.
     "efs-csi-node": Requests(100, 128),
+    # GKE GPUDirect: the NCCL plugin installers and the NRI device injector request 150m CPU each
+    # (container-engine-accelerators gpudirect-*/nccl-*-installer.yaml, the installing init
+    # container; nri_device_injector/nri-device-injector.yaml); their pause containers ask nothing.
+    "nccl-tcpx-installer": Requests(150, 0),
+    "nccl-tcpxo-installer": Requests(150, 0),
+    "nccl-rdma-installer": Requests(150, 0),
+    "device-injector": Requests(150, 0),
     # GKE's own DaemonSets on a GPU node of a Dataplane V2 cluster (anetd, fluentbit-gke,
     # gke-metrics-agent, pdcsi-node, netd, nvidia-gpu-device-plugin, gcsfusecsi-node, managed DCGM).
     # GKE does not publish their requests: estimate, check with `kubectl describe node`.
@@ -276,6 +283,10 @@ def gpu_node_daemonsets(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec)
             names.append("aws-efa-k8s-device-plugin")
     if spec.cloud == "gcp":
         names.append("gke-system")
+        family = gpudirect_of(spec, spec_pool)
+        if family is not None:
+            # components.gcp.gpudirect: the family's installer, and the injector for its daemon.
+            names += [family.installer_name, *(["device-injector"] if family.daemon else [])]
     elif spec.monitoring.dcgm:
         # GKE collects DCGM metrics itself (infra.program); elsewhere the layer runs the exporter.
         names.append("dcgm-exporter")

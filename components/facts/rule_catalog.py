@@ -251,7 +251,8 @@ RULES = RULES + (
         "multi-node-fabric-wired",
         "Every multi-node job `gpu-platform job` accepts on a fast-interconnect pool carries its cloud's fabric "
         "wiring and the fabric gate: on AWS EFA devices, FI_PROVIDER=efa and --fabric-check enforce with the "
-        "shape's floor; on GKE, until GPUDirect is wired, the gate in warn mode at least.",
+        "shape's floor; on GKE GPUDirect pools the interface annotations, the TCPX/TCPXO daemon sidecar, the host "
+        "plugin mounts, the family's NCCL environment, the plugin installer and --fabric-check enforce with a floor.",
         "high",
         "mandatory",
         "stack",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi_gcp as gcp
 
 from components.gcp import plan
-from components.gcp.network import Network
+from components.gcp.network import FabricNics, Network
 from components.gcp.wing import Wing
 from components.observability.objects import managed_components
 from components.pools import Pool
@@ -16,7 +16,9 @@ from components.spec import GKE_SYSTEM_POOL, NodePoolSpec
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
-def gke_cluster(wing: Wing, network: Network, node_account: gcp.serviceaccount.Account) -> gcp.container.Cluster:
+def gke_cluster(
+    wing: Wing, network: Network, node_account: gcp.serviceaccount.Account, multi_networking: bool = False
+) -> gcp.container.Cluster:
     spec, settings = wing.spec, wing.gcp
     authorized = [
         gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(cidr_block=n.cidr, display_name=n.name)
@@ -42,8 +44,11 @@ def gke_cluster(wing: Wing, network: Network, node_account: gcp.serviceaccount.A
             cluster_secondary_range_name=network.pods_range,
             services_secondary_range_name=network.services_range,
         ),
-        # Dataplane V2 (eBPF): network policy enforcement built in.
+        # Dataplane V2 (eBPF): network policy enforcement built in; multi-networking needs it.
         datapath_provider="ADVANCED_DATAPATH",
+        # GPUDirect pools hand their GPU NICs to pods as extra interfaces (GKE docs "Maximize GPU
+        # network bandwidth": clusters with --enable-dataplane-v2 --enable-multi-networking).
+        enable_multi_networking=True if multi_networking else None,
         # Nodes get no public IPs; the control plane keeps its public endpoint, limited by the
         # authorized networks. Since GKE 1.29 the control plane connects over Private Service
         # Connect, so no master CIDR block is needed.
@@ -140,6 +145,7 @@ def gpu_pool(
     node_account: gcp.serviceaccount.Account,
     spec_pool: NodePoolSpec,
     pool: Pool,
+    fabric: FabricNics | None = None,
 ) -> gcp.container.NodePool:
     p = plan.gpu_pool_plan(wing.spec, wing.gcp, spec_pool, pool)
     accelerator = gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
@@ -183,11 +189,25 @@ def gpu_pool(
         # instead of asking for a surge node that may never come.
         upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1),
         placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if p.compact_placement else None,
+        # A GPUDirect pool's nodes get one NIC per extra subnet, in order (gcloud's
+        # --additional-node-network network=...,subnetwork=... in GKE's GPUDirect guides).
+        network_config=(
+            gcp.container.NodePoolNetworkConfigArgs(
+                additional_node_network_configs=[
+                    gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=vpc, subnetwork=subnet)
+                    for vpc, subnet in fabric.nics
+                ]
+            )
+            if fabric
+            else None
+        ),
         node_config=gcp.container.NodePoolNodeConfigArgs(
             machine_type=p.machine_type,
             guest_accelerators=[accelerator],
             spot=p.spot,
             flex_start=p.flex_start or None,
+            # gVNIC carries the GPU NICs of GPUDirect nodes (GKE's guides: --enable-gvnic).
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True) if fabric else None,
             image_type="COS_CONTAINERD",
             service_account=node_account.email,
             oauth_scopes=[CLOUD_PLATFORM_SCOPE],

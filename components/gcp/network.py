@@ -1,5 +1,6 @@
 """The cluster's network: a VPC and subnet with the pods' and services' ranges and Cloud NAT for
-private nodes, or the existing network the stack names."""
+private nodes, or the existing network the stack names; and the extra GPU networks of GPUDirect
+pools."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from components.pools import FabricPool
 from components.gcp.wing import Wing
 
 
@@ -69,3 +71,62 @@ def cluster_network(wing: Wing) -> Network:
         opts=wing.child(),
     )
     return Network(vpc.id, subnet.id, pods_range, services_range, nat)
+
+
+@dataclass(frozen=True)
+class FabricNics:
+    """One GPUDirect pool's extra node networks, in interface order: (VPC name, subnet name)."""
+
+    pool: str
+    nics: list[tuple[pulumi.Output[str], pulumi.Output[str]]]
+
+
+def fabric_networks(wing: Wing, pools: list[FabricPool]) -> dict[str, FabricNics]:
+    """The VPCs and subnets of the GPUDirect pools (components.pools plans them).
+
+    MTU and the RoCE network profile as GKE's guides create them (components.facts.gpudirect);
+    gVNIC VPCs let the nodes of the pool reach each other on every port, as the guides' firewall
+    rules do (NCCL's plugins pick their ports). A RoCE VPC takes no firewall rules (VPC docs
+    "RDMA RoCE network profile": RoCE VPCs support no firewall rules).
+    """
+    found: dict[str, FabricNics] = {}
+    for pool in pools:
+        nics: list[tuple[pulumi.Output[str], pulumi.Output[str]]] = []
+        for plan in pool.vpcs:
+            vpc = gcp.compute.Network(
+                f"{wing.name}-{plan.name}",
+                name=plan.name,
+                auto_create_subnetworks=False,
+                routing_mode="REGIONAL",
+                mtu=plan.mtu,
+                network_profile=(
+                    f"projects/{wing.project}/global/networkProfiles/{plan.roce_zone}-vpc-roce" if plan.roce_zone else None
+                ),
+                opts=wing.child(),
+            )
+            for subnet in plan.subnets:
+                made = gcp.compute.Subnetwork(
+                    f"{wing.name}-{subnet.name}",
+                    name=subnet.name,
+                    region=wing.region,
+                    network=vpc.id,
+                    ip_cidr_range=subnet.cidr,
+                    opts=wing.child(),
+                )
+                nics.append((vpc.name, made.name))
+            if plan.roce_zone is None:
+                gcp.compute.Firewall(
+                    f"{wing.name}-{plan.name}-internal",
+                    name=f"{plan.name}-internal",
+                    network=vpc.id,
+                    direction="INGRESS",
+                    source_ranges=[subnet.cidr for subnet in plan.subnets],
+                    allows=[
+                        gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["0-65535"]),
+                        gcp.compute.FirewallAllowArgs(protocol="udp", ports=["0-65535"]),
+                        gcp.compute.FirewallAllowArgs(protocol="icmp"),
+                    ],
+                    opts=wing.child(),
+                )
+        found[pool.pool] = FabricNics(pool.pool, nics)
+    return found

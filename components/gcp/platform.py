@@ -15,12 +15,13 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components import naming
+from components.gcp import gpudirect as gpudirect_objects
 from components.gcp import plan
 from components.gcp.cluster import gke_cluster, gpu_pool, system_pool
-from components.gcp.network import cluster_network
+from components.gcp.network import cluster_network, fabric_networks
 from components.gcp.storage import member_access, registry, service_account, trainer_identities, training_bucket
 from components.gcp.wing import Wing
-from components.pools import Pool
+from components.pools import Pool, fabric_pools
 from components.spec import PlatformSpec
 from components.trainer_image import RegistryLogin
 
@@ -52,6 +53,10 @@ class GcpPlatform(pulumi.ComponentResource):
         wing = Wing(name, spec, spec.gcp, project, region, self)
 
         network = cluster_network(wing)
+        # GPUDirect pools (components.pools): their GPU NICs' VPCs, multi-networking on the
+        # cluster, the NICs on the pools' nodes, and the Network objects and plugin installer below.
+        fabric = fabric_pools(spec)
+        fabric_nics = fabric_networks(wing, fabric)
         node_account = service_account(wing, "nodes", "GKE nodes: logs, metrics, image pulls")
         gcp.projects.IAMMember(
             f"{name}-nodes-role",
@@ -60,10 +65,13 @@ class GcpPlatform(pulumi.ComponentResource):
             member=node_account.member,
             opts=wing.child(),
         )
-        cluster = gke_cluster(wing, network, node_account)
+        cluster = gke_cluster(wing, network, node_account, multi_networking=bool(fabric))
         system = system_pool(wing, cluster, node_account)
         spec_pools = {spec_pool.name: spec_pool for spec_pool in spec.node_pools}
-        node_pools = {pool.name: gpu_pool(wing, cluster, node_account, spec_pools[pool.name], pool) for pool in pools}
+        node_pools = {
+            pool.name: gpu_pool(wing, cluster, node_account, spec_pools[pool.name], pool, fabric_nics.get(pool.name))
+            for pool in pools
+        }
         repository = registry(wing, node_account)
         bucket = training_bucket(wing)
         trainers = trainer_identities(wing, cluster, bucket)
@@ -85,7 +93,8 @@ class GcpPlatform(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=wing.child(depends_on=ready),
         )
-        self.ready: list[pulumi.Resource] = [*ready, *node_pools.values()]
+        fabric_objects = gpudirect_objects.declare(wing, self.provider, fabric, fabric_nics, [system])
+        self.ready: list[pulumi.Resource] = [*ready, *node_pools.values(), *fabric_objects]
         # Artifact Registry takes the deployer's OAuth token (Artifact Registry docs: "Configure
         # authentication to Artifact Registry for Docker", access token method).
         self.registry = RegistryLogin(

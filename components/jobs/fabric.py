@@ -1,12 +1,15 @@
 """What a multi-node job needs of the pool's fabric: the trainer's fabric gate flags and the
 environment NCCL's network plugin reads.
 
-A job that takes whole nodes of a fast-interconnect pool whose wiring the platform renders (EFA
-devices and aws-ofi-nccl on AWS) runs the gate in `enforce` mode with the shape's floor
-(components.facts.fabric): a job that would train over the socket fallback stops before step 1.
-Other multi-node jobs run it in `warn` mode, so their bandwidth is measured and recorded but
-never stops them (GKE's GPUDirect wiring is not rendered yet: NCCL uses the primary NIC there,
-and `warn` says so). Single-node jobs have no inter-node fabric and skip it.
+A job that takes whole nodes of a fast-interconnect pool whose wiring the platform renders runs
+the gate in `enforce` mode with the shape's floor (components.facts.fabric): a job that would
+train over the socket fallback stops before step 1. The wiring: EFA devices and libfabric's
+settings on AWS; on GKE GPUDirect pools (components.pools) the pod's extra interfaces
+(`networking.gke.io/interfaces`), the family's receive-datapath daemon as a native sidecar where
+it has one (TCPX, TCPXO), the host's plugin libraries and the NCCL environment the family
+documents (components.facts.gpudirect). Other multi-node jobs run the gate in `warn` mode, so
+their bandwidth is measured and recorded but never stops them. Single-node jobs have no
+inter-node fabric: they get none of it.
 
 A stopped gate is final: the network does not change on a retry. The trainer's ranks exit with
 EXIT_FABRIC, but torchrun's elastic agent ends with 1 on any failed worker (torch
@@ -22,7 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from components.facts import fabric as facts
-from components.pools import Pool
+from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GpuDirect
+from components.pools import Pool, gpudirect_annotations, gpudirect_of
+from components.spec import NodePoolSpec, PlatformSpec
 
 FABRIC_CHECK = "--fabric-check"
 FABRIC_FLOOR = "--fabric-floor-gbps"
@@ -36,33 +41,103 @@ FABRIC_FAILURE_RULE = "fabric-failure-is-final"
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
-def enforced(pool: Pool, nodes: int, efa_devices: int) -> bool:
-    """The gate stops this job: multi-node, on a fast-interconnect shape, with its fabric wired."""
+def enforced(pool: Pool, nodes: int, wired: bool) -> bool:
+    """The gate stops this job: multi-node, on a fast-interconnect shape, with its fabric wired
+    (EFA devices claimed, or the pod wired to its GKE pool's GPUDirect networks)."""
     shape = pool.instance_type
     if nodes < 2 or shape is None or not shape.fast_interconnect or shape.name not in facts.FABRICS:
         return False
-    return shape.cloud == "aws" and efa_devices > 0
+    return wired
 
 
-def trainer_flags(pool: Pool, nodes: int, efa_devices: int) -> dict[str, str]:
+def trainer_flags(pool: Pool, nodes: int, wired: bool) -> dict[str, str]:
     """The gate's flags `gpu-platform job` adds unless the trainer arguments set them."""
     if nodes < 2:
         return {}
-    if not enforced(pool, nodes, efa_devices):
+    if not enforced(pool, nodes, wired):
         return {FABRIC_CHECK: "warn"}
     assert pool.instance_type is not None
     return {FABRIC_CHECK: "enforce", FABRIC_FLOOR: f"{facts.FABRICS[pool.instance_type.name].floor_gbps:g}"}
 
 
-def env(pool: Pool, nodes: int, efa_devices: int) -> list[dict[str, Any]]:
+def env(pool: Pool, nodes: int, efa_devices: int, family: GpuDirect | None = None) -> list[dict[str, Any]]:
     """The container environment of the fabric: the node name for the gate's message on every
-    multi-node job, and libfabric's settings where the pod claims EFA devices."""
+    multi-node job, libfabric's settings where the pod claims EFA devices, and the GPUDirect
+    family's NCCL settings where the pod is wired to them."""
     if nodes < 2:
         return []
     entries: list[dict[str, Any]] = [NODE_NAME_ENV, {"name": MARKER_ENV, "value": FABRIC_MARKER}]
     if efa_devices and pool.instance_type is not None:
         entries += [{"name": k, "value": v} for k, v in facts.efa_env(pool.instance_type.name).items()]
+    if family is not None:
+        entries += [{"name": k, "value": v} for k, v in family.env.items()]
     return entries
+
+
+# --- GKE GPUDirect ----------------------------------------------------------------------------
+
+# The TCPX daemon and NCCL's plugin meet on a Unix socket in this directory (the daemon's
+# --uds_path, NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX): an emptyDir of the pod, not the host's.
+TCPX_SOCKET_VOLUME = "tcpx-socket"
+TCPX_SOCKET_DIR = "/run/tcpx"
+
+
+def gke_family(spec: PlatformSpec, spec_pool: NodePoolSpec, pool: Pool, nodes: int, gpus_per_node: int) -> GpuDirect | None:
+    """The GPUDirect stack a job's pods are wired to: multi-node jobs taking every GPU of a node
+    of a GPUDirect pool (GKE's guides: a workload uses all GPUs and all GPU NICs of its node)."""
+    if nodes < 2 or gpus_per_node < pool.gpus_per_node:
+        return None
+    return gpudirect_of(spec, spec_pool)
+
+
+def gke_annotations(pool: str, family: GpuDirect) -> dict[str, str]:
+    """The pod's interfaces and, where the family has a daemon, the GPU devices the NRI device
+    injector hands that container (`devices.gke.io/container.<name>`)."""
+    annotations = gpudirect_annotations(pool, family)
+    if family.daemon is not None:
+        devices = "".join(f"- path: {device}\n" for device in family.daemon.devices)
+        annotations[DEVICE_ANNOTATION_PREFIX + family.daemon.name] = devices
+    return annotations
+
+
+def gke_volumes(family: GpuDirect) -> list[dict[str, Any]]:
+    """Host paths the trainer and the daemon mount, and the TCPX socket directory."""
+    mounts = {name: host for name, host, _ in family.trainer_mounts}
+    if family.daemon is not None:
+        mounts |= {name: host for name, host, _ in family.daemon.host_mounts}
+    volumes: list[dict[str, Any]] = [{"name": name, "hostPath": {"path": host}} for name, host in mounts.items()]
+    if family.stack == "tcpx":
+        volumes.append({"name": TCPX_SOCKET_VOLUME, "emptyDir": {}})
+    return volumes
+
+
+def _socket_mount(family: GpuDirect) -> list[dict[str, Any]]:
+    return [{"name": TCPX_SOCKET_VOLUME, "mountPath": TCPX_SOCKET_DIR}] if family.stack == "tcpx" else []
+
+
+def gke_trainer_mounts(family: GpuDirect) -> list[dict[str, Any]]:
+    """The plugin libraries (and gIB's configs, TCPXO's aperture devices), read-only."""
+    return [{"name": name, "mountPath": path, "readOnly": True} for name, _, path in family.trainer_mounts] + _socket_mount(family)
+
+
+def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
+    """The receive-datapath daemon as a native sidecar (an init container that keeps running,
+    Kubernetes >= 1.29 SidecarContainers): it starts before the trainer and stops after it, so
+    the Job's pod completes when training does. It runs as root with the capabilities Google's
+    unprivileged manifests give it (NET_ADMIN; TCPXO also NET_BIND_SERVICE), not privileged."""
+    daemon = family.daemon
+    if daemon is None:
+        return []
+    return [{
+        "name": daemon.name,
+        "image": daemon.image,
+        "restartPolicy": "Always",
+        "command": list(daemon.command),
+        "args": list(daemon.args),
+        "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},
+        "volumeMounts": [{"name": name, "mountPath": path} for name, _, path in daemon.host_mounts] + _socket_mount(family),
+    }]
 
 
 def pod_failure_rule(container: str) -> dict[str, Any]:

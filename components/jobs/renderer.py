@@ -23,6 +23,7 @@ import yaml
 
 from components import naming, node_resources, tenancy
 from components.facts import image_ref
+from components.facts.gpudirect import GpuDirect
 from components.facts.karpenter import DO_NOT_DISRUPT_ANNOTATION
 from components.jobs import fabric, flags, grace, placement, trainer_args
 from components.jobs.torchrun import (
@@ -108,6 +109,14 @@ def whole_gpu_memory_gib(pool: Pool) -> int | None:
     """The catalog's memory of the pool's GPU when a pod gets whole GPUs; None on a MIG slice or a
     shared GPU, which hold less (the trainer asks CUDA there)."""
     return pool.gpu.memory_gib if pool.sharing_mode == "none" else None
+
+
+def _gke_family(spec: PlatformSpec, spec_pool: NodePoolSpec, pool: Pool, request: JobRequest) -> GpuDirect | None:
+    """A portable (fleet) job carries no GPUDirect wiring: MultiKueue copies it as is to workers
+    of either cloud, and GKE's interfaces and daemons mean nothing on EKS (docs/fleet.md)."""
+    if request.portable:
+        return None
+    return fabric.gke_family(spec, spec_pool, pool, request.nodes, request.gpus_per_node)
 
 
 def _spec_pool(spec: PlatformSpec, name: str) -> NodePoolSpec:
@@ -269,7 +278,8 @@ def _container(
         # NCCL reaches the other nodes over every EFA interface of the node (aws-ofi-nccl in the
         # image's trainer-efa target).
         devices[EFA_RESOURCE] = str(efa)
-    env += fabric.env(pool, request.nodes, efa)
+    family = _gke_family(spec, spec_pool, pool, request)
+    env += fabric.env(pool, request.nodes, efa, family)
     resources = dict(devices)
     hugepages = node_resources.hugepages_request_mib(spec, spec_pool, efa)
     if hugepages:
@@ -286,6 +296,8 @@ def _container(
     if pool.sharing_mode != "mps":
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if family is not None:
+        mounts += fabric.gke_trainer_mounts(family)
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
     typed = [flags.kubelet_literal(arg) for arg in request.trainer_args]
@@ -293,7 +305,7 @@ def _container(
         replace(request, trainer_args=typed),
         pool.gpu.peak_bf16_tflops,
         whole_gpu_memory_gib(pool),
-        fabric.trainer_flags(pool, request.nodes, efa),
+        fabric.trainer_flags(pool, request.nodes, bool(efa) or family is not None),
     )
     return {
         "name": "trainer",
@@ -359,6 +371,11 @@ def _pod_spec(
         }
     if mps_through_gke(spec, pool):
         pod["hostIPC"] = True
+    family = _gke_family(spec, _spec_pool(spec, pool.name), pool, request)
+    if family is not None:
+        volumes += fabric.gke_volumes(family)
+        if family.daemon is not None:
+            pod["initContainers"] = fabric.gke_sidecars(family)
     return pod
 
 
@@ -383,6 +400,9 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     trainer = _trainer_requests(spec, pool, spec_pool, request)
     container = _container(spec, pool, spec_pool, request, image, trainer, grace_period, team)
     annotations = pod_annotations(spec, request.portable) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
+    family = _gke_family(spec, spec_pool, pool, request)
+    if family is not None:
+        annotations |= fabric.gke_annotations(pool.name, family)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"

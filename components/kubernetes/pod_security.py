@@ -7,13 +7,21 @@ clients share the host's IPC namespace (`hostIPC: true`, GKE docs "Share GPUs wi
 workloads using NVIDIA MPS"); host namespaces are refused by both `baseline` and `restricted`, so
 a stack with such a pool enforces `privileged` in its team namespaces, and says so in the
 namespace's own annotation.
+
+GKE GPUDirect pools (components.pools) are the other: their multi-node jobs mount the host's
+NCCL plugin libraries (hostPath, refused by `baseline`), and on TCPX/TCPXO run the receive-datapath
+daemon as root with NET_ADMIN, which `baseline` does not allow either (Google's least-privileged
+manifests, container-engine-accelerators gpudirect-tcpx(o)/nccl-test-unprivileged-without-hostnetwork.yaml,
+need no more and neither do ours: no privileged container, no host namespaces). So such a stack's
+team namespaces enforce `privileged` too, with the reason in the annotation; the trainer container
+itself stays as `restricted` asks.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from components.pools import Pool
+from components.pools import Pool, fabric_pools
 from components.spec import PlatformSpec
 
 # Namespace labels Pod Security Admission reads (kubernetes.io/docs "Pod Security Admission").
@@ -35,6 +43,12 @@ def team_level(spec: PlatformSpec, pools: list[Pool]) -> tuple[Level, str]:
     mps = [pool.name for pool in pools if mps_through_gke(spec, pool)]
     if mps:
         return "privileged", f"pods on GKE MPS pools ({', '.join(mps)}) need hostIPC, which baseline and restricted refuse"
+    fabric = [pool.pool for pool in fabric_pools(spec)]
+    if fabric:
+        return "privileged", (
+            f"multi-node jobs on GKE GPUDirect pools ({', '.join(fabric)}) mount the host's NCCL plugin (hostPath) "
+            "and run its NET_ADMIN datapath daemon, which baseline and restricted refuse"
+        )
     return "restricted", "jobs run as non-root, no privilege escalation, all capabilities dropped, RuntimeDefault seccomp"
 
 

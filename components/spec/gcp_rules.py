@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from components.facts import catalog, limits, regions
+from components.facts.gpudirect import GPU_SUBNET_BLOCK, GPUDIRECT, MAX_GPUDIRECT_POOLS
 from components.facts.machine_types import system_node_type_problem
 from components.spec.models import (
     AuthorizedNetworkSpec,
@@ -65,6 +66,7 @@ def gcp_problems(spec: PlatformSpec, region: str | None) -> list[Problem]:
     if not gcp.zones:
         problems.append(Problem(f"{_GCP}.zones", "required: the zones the nodes run in; pick zones that offer the pools' GPUs"))
     problems += _gcp_network_problems(gcp.network)
+    problems += _gpudirect_network_problems(spec, gcp)
     problems += _authorized_network_problems(spec, gcp.authorized_networks)
     problems += _node_auto_provisioning_problems(spec, gcp.node_auto_provisioning)
     type_problem = system_node_type_problem("gcp", gcp.system_nodes.machine_type)
@@ -175,6 +177,16 @@ def _gke_pool_problems(
         problems.append(
             Problem(f"{at}.compactPlacement", f"needs the pool in exactly one zone (set the pool's zones to one), got {zones}")
         )
+    family = GPUDIRECT.get(pool.instance_type or "") if pool.multi_gpu_training else None
+    if family is not None and family.stack == "rdma" and len(pool.zones or gcp.zones) != 1:
+        zones = ", ".join(pool.zones or gcp.zones) or "none"
+        problems.append(
+            Problem(
+                f"{at}.zones",
+                f"{pool.instance_type} with multiGpuTraining gets GPUDirect RDMA, whose RoCE VPC belongs to one zone "
+                f"(VPC docs, RDMA RoCE network profile): set the pool's zones to exactly one, got {zones}",
+            )
+        )
     if spec.device_plugin != "managed" or pool.sharing.mode not in ("time-slicing", "mps"):
         return problems
     if pool.multi_gpu_training:
@@ -234,6 +246,26 @@ def _gcp_network_problems(network: GcpNetworkSpec) -> list[Problem]:
             if block.overlaps(other_block):
                 problems.append(Problem(f"{at}.cidrs.{key}", f"{value} overlaps cidrs.{other} ({other_block})"))
         ranges[key] = block
+    return problems
+
+
+def _gpudirect_network_problems(spec: PlatformSpec, gcp: GcpSpec) -> list[Problem]:
+    """GPUDirect pools' GPU subnets come out of GPU_SUBNET_BLOCK, a run per pool (components.pools):
+    the cluster's own ranges must stay clear of it, since a node has NICs in both."""
+    gpudirect = [p for p in spec.node_pools if p.multi_gpu_training and (p.instance_type or "") in GPUDIRECT]
+    if not gpudirect:
+        return []
+    problems: list[Problem] = []
+    if len(gpudirect) > MAX_GPUDIRECT_POOLS:
+        problems.append(Problem(f"{ROOT}.nodePools", f"at most {MAX_GPUDIRECT_POOLS} GPUDirect pools (multiGpuTraining "
+                                                     f"on {', '.join(sorted({p.instance_type or '' for p in gpudirect}))}), got {len(gpudirect)}"))
+    if gcp.network.existing is None:
+        block = ipaddress.IPv4Network(GPU_SUBNET_BLOCK)
+        for key in ("nodes", "pods", "services"):
+            value: str = getattr(gcp.network.cidrs, key)
+            if _cidr_problem(value) is None and ipaddress.IPv4Network(value).overlaps(block):
+                problems.append(Problem(f"{_GCP}.network.cidrs.{key}", f"{value} overlaps {GPU_SUBNET_BLOCK}, where the "
+                                                                        "GPUDirect pools' GPU subnets are; pick another range"))
     return problems
 
 

@@ -104,6 +104,30 @@ def test_compact_placement_needs_exactly_one_zone() -> None:
     ]
 
 
+def test_a_gpudirect_rdma_pool_needs_exactly_one_zone_for_its_roce_vpc() -> None:
+    raw = platform("prod-gcp")
+    raw["nodePools"][1]["zones"] = []
+    assert messages_at(raw, "platform.nodePools[1].zones") == [
+        "a3-ultragpu-8g with multiGpuTraining gets GPUDirect RDMA, whose RoCE VPC belongs to one zone (VPC docs, "
+        "RDMA RoCE network profile): set the pool's zones to exactly one, got us-central1-a, us-central1-b, us-central1-c"
+    ]
+
+
+def test_the_cluster_s_ranges_stay_clear_of_the_gpu_subnets_where_gpudirect_pools_exist() -> None:
+    raw = platform("prod-gcp")
+    raw["gcp"]["network"] = {"cidrs": {"nodes": "192.168.64.0/20", "pods": "10.16.0.0/14", "services": "10.20.0.0/20"}}
+    assert messages_at(raw, "platform.gcp.network.cidrs.nodes") == [
+        "192.168.64.0/20 overlaps 192.168.0.0/16, where the GPUDirect pools' GPU subnets are; pick another range"
+    ]
+
+
+def test_an_rdma_shape_without_multi_gpu_training_may_span_zones() -> None:
+    raw = platform("prod-gcp")
+    raw["nodePools"][1]["zones"] = []
+    raw["nodePools"][1]["multiGpuTraining"] = False
+    assert messages_at(raw, "platform.nodePools[1].zones") == []
+
+
 def test_gke_sharing_is_refused_on_a_multi_gpu_training_pool() -> None:
     raw = platform()
     raw["nodePools"][0]["multiGpuTraining"] = True

@@ -77,7 +77,8 @@ def trainer_tail(jobset: dict[str, Any]) -> list[str]:
 # --- what consumers read: schemas ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("prod-aws", "h100-train", 2, 8)])
+@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("prod-aws", "h100-train", 2, 8),
+                                                             ("prod-gcp", "h100-train", 2, 8), ("prod-gcp", "h200-train", 2, 8)])
 def test_a_two_node_jobset_validates_against_the_upstream_crd_with_unknown_fields_as_errors(
     stack: str, pool: str, nodes: int, gpus: int
 ) -> None:
@@ -85,14 +86,16 @@ def test_a_two_node_jobset_validates_against_the_upstream_crd_with_unknown_field
     jsonschema.validate(jobset, crd_schema(jobset["apiVersion"], jobset["kind"]))
 
 
-@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("dev-gcp", "a100-mig", 1, 1), ("prod-aws", "h100-train", 2, 8)])
+@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("dev-gcp", "a100-mig", 1, 1), ("prod-aws", "h100-train", 2, 8),
+                                                             ("prod-gcp", "h100-train", 2, 8), ("prod-gcp", "h200-train", 2, 8)])
 def test_each_node_job_validates_as_a_kubernetes_1_33_job(stack: str, pool: str, nodes: int, gpus: int) -> None:
     template = render(stack, pool=pool, nodes=nodes, gpus_per_node=gpus)["spec"]["replicatedJobs"][0]["template"]
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "node", "namespace": "research"}, **template}
     kubernetes_validate.validate(job, "1.33", strict=True)
 
 
-@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("dev-gcp", "l4-shared", 1, 1), ("prod-aws", "h100-train", 2, 8)])
+@pytest.mark.parametrize(("stack", "pool", "nodes", "gpus"), [("onprem", "a100-train", 2, 8), ("dev-gcp", "l4-shared", 1, 1), ("prod-aws", "h100-train", 2, 8),
+                                                             ("prod-gcp", "h100-train", 2, 8), ("prod-gcp", "h200-train", 2, 8)])
 def test_the_pod_template_validates_as_a_kubernetes_1_33_pod(stack: str, pool: str, nodes: int, gpus: int) -> None:
     template = job_of(render(stack, pool=pool, nodes=nodes, gpus_per_node=gpus))["template"]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-node-0-0", **template["metadata"]}, "spec": template["spec"]}

@@ -99,7 +99,15 @@ def test_an_aws_gpu_node_runs_the_layer_s_agents_and_the_eks_add_ons() -> None:
 
 def test_a_gke_gpu_node_runs_gke_s_own_agents_only() -> None:
     spec, by_name = pools("prod-gcp")
-    assert node_resources.gpu_node_daemonsets(spec, *by_name["h100-train"]) == ["gke-system"]
+    assert node_resources.gpu_node_daemonsets(spec, *by_name["l4-eval"]) == ["gke-system"]
+
+
+def test_a_gke_gpudirect_node_also_runs_its_family_s_installers() -> None:
+    spec, by_name = pools("prod-gcp")
+    assert node_resources.gpu_node_daemonsets(spec, *by_name["h100-train"]) == [
+        "gke-system", "nccl-tcpx-installer", "device-injector",
+    ]
+    assert node_resources.gpu_node_daemonsets(spec, *by_name["h200-train"]) == ["gke-system", "nccl-rdma-installer"]
 
 
 def test_a_pod_s_share_is_proportional_to_its_slots_and_rounded_down() -> None:

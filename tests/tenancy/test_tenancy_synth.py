@@ -165,12 +165,24 @@ def test_each_gke_team_has_its_own_service_account_on_its_own_managed_folder(syn
     }
 
 
-@pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp", "onprem"])
+@pytest.mark.parametrize("stack", ["prod-aws", "onprem"])
 def test_team_namespaces_enforce_the_restricted_pod_security_level(synthesized: Synthesized, stack: str) -> None:
     for team in ("research", "applied"):
         labels = namespace_labels(synthesized(stack), team)
         assert labels[pod_security.ENFORCE_LABEL] == "restricted"
         assert labels["gpu-platform.io/team"] == team
+
+
+def test_gke_gpudirect_pools_need_host_plugins_so_team_namespaces_enforce_privileged_and_say_why(
+    synthesized: Synthesized,
+) -> None:
+    """prod-gcp's A3 pools: multi-node jobs mount the host's NCCL plugin and run the NET_ADMIN
+    datapath daemon (components.kubernetes.pod_security)."""
+    for team in ("research", "applied"):
+        [namespace] = [n for n in kinds(synthesized("prod-gcp"), "Namespace") if n["metadata"]["name"] == team]
+        assert namespace["metadata"]["labels"][pod_security.ENFORCE_LABEL] == "privileged"
+        reason = namespace["metadata"]["annotations"][pod_security.REASON_ANNOTATION]
+        assert "GPUDirect pools (h100-train, h200-train)" in reason and "hostPath" in reason
 
 
 def test_gke_mps_needs_host_ipc_so_its_team_namespaces_enforce_privileged_and_say_why(synthesized: Synthesized) -> None:

@@ -1,4 +1,5 @@
-"""The DaemonSets and GPU slots a GPU node gets, read from the synthesized releases and add-ons."""
+"""The DaemonSets and GPU slots a GPU node gets, read from the synthesized releases, add-ons and
+DaemonSets declared as they are (GKE GPUDirect's installers)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from components.checks.fit.shapes import (
 from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE
 
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 # The product label GPU feature discovery writes on every GPU node (k8s-device-plugin v0.20.0
 # internal/lm/resource.go productLabel): a node agent's label, rewritten with the sharing config.
 GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -53,6 +55,7 @@ class Cluster:
             if r.type == HELM_RELEASE
         }
         self.addons = [str(get(r.props, "addonName")) for r in resources if r.type == EKS_ADDON]
+        self.daemon_sets = [r.props for r in resources if r.type == DAEMON_SET]
 
     def daemonsets(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> dict[str, Requests]:
         """DaemonSet name -> requests, for every DaemonSet that runs on a node like this."""
@@ -83,6 +86,11 @@ class Cluster:
             # EKS add-on DaemonSets tolerate every taint (their manifests: `operator: Exists`).
             if addon in EKS_ADDON_DAEMONSETS:
                 running[EKS_ADDON_DAEMONSETS[addon]] = DAEMONSET_REQUESTS[EKS_ADDON_DAEMONSETS[addon]]
+        for daemon_set in self.daemon_sets:
+            pod = mapping(get(daemon_set, "spec", "template", "spec"))
+            tolerations = [t for t in items(get(pod, "tolerations")) if isinstance(t, Mapping)]
+            if not untolerated(tolerations, taints) and affinity_matches(get(pod, "affinity"), labels):
+                running[str(get(daemon_set, "metadata", "name"))] = pod_requests(pod)
         return running
 
     def _efa_plugin(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> _Release | None:
@@ -147,6 +155,15 @@ class Cluster:
             if get(resource, "name") == GPU_RESOURCE and (int_or_none(get(resource, "replicas")) or 1) > 1 and not renamed:
                 return base + SHARED_SUFFIX
         return base
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Requests:
+    """What the scheduler reserves for a pod: the larger of its containers' sum and its largest
+    init container, per resource (Kubernetes "Resource sharing within containers")."""
+    containers = [requests_of(get(c, "resources")) for c in items(get(pod, "containers"))]
+    inits = [requests_of(get(c, "resources")) for c in items(get(pod, "initContainers"))]
+    total = Requests(sum(r.cpu_m for r in containers), sum(r.memory_mib for r in containers))
+    return Requests(max([total.cpu_m, *(r.cpu_m for r in inits)]), max([total.memory_mib, *(r.memory_mib for r in inits)]))
 
 
 def _tolerations(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -35,7 +35,7 @@ from components.facts import aws as aws_facts
 from components.facts import catalog
 from components.kubernetes.queues import GKE_QUEUED_TAINT_KEY, QUEUED_PROVISIONING_CLASS
 from components.node_resources import DAEMONSET_REQUESTS, Requests
-from components.pools import GPU_RESOURCE, Pool
+from components.pools import GPU_RESOURCE, NODE_POOL_LABEL, Pool
 from components.spec import PlatformSpec
 
 TEMPLATE_LABEL_PREFIX = f"{aws_facts.NODE_TEMPLATE_PREFIX}label/"
@@ -175,7 +175,9 @@ def _gke_views(node_pool: Resource, cluster: Cluster, pool: Pool) -> list[NodeVi
     extended: dict[str, int] | None = None
     daemonsets: dict[str, Requests] = {}
     if labels is not None and taints is not None:
-        daemonsets = {"gke-system": DAEMONSET_REQUESTS["gke-system"], **cluster.daemonsets(labels, taints, None)}
+        # GKE labels every node with its pool's name; DaemonSets may select pools by it.
+        node_labels = {**labels, NODE_POOL_LABEL: str(get(props, "name"))}
+        daemonsets = {"gke-system": DAEMONSET_REQUESTS["gke-system"], **cluster.daemonsets(node_labels, taints, None)}
         slots = cluster.gpu_slots(labels, taints, physical, _mig_instances(pool))
         extended = {GPU_RESOURCE: _gke_slots(accelerators, physical, pool) if slots is None else slots}
     autoscaling = get(props, "autoscaling")
