@@ -24,12 +24,13 @@ class DataVolume:
     # Nominal: a shared file system grows as written, but the API requires a capacity.
     capacity: str = "1Ti"
     mount_options: tuple[str, ...] = field(default_factory=tuple)
-    # The CSI volume attributes (PersistentVolume spec.csi.volumeAttributes) the driver reads.
-    volume_attributes: Mapping[str, str] = field(default_factory=dict)
     # TCP ports no pod in a team namespace may open a connection to: the file system's own
     # protocol, where it is reachable over the network, so a pod's one way to the data is the
     # claim the CSI driver mounts (a NetworkPolicy per namespace, components.kubernetes.layer).
     denied_egress_tcp_ports: tuple[int, ...] = field(default_factory=tuple)
+    # The wing's resources a volume cannot be mounted without (on EFS the file system policy and
+    # the mount targets): the layer's PersistentVolumes wait for them.
+    depends_on: tuple[pulumi.Resource, ...] = field(default_factory=tuple)
 
 
 def volume_name(namespace: str) -> str:

@@ -407,11 +407,10 @@ class GpuLayer(pulumi.ComponentResource):
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=volume.driver,
                     volume_handle=volume.handles[team.namespace],
-                    volume_attributes=dict(volume.volume_attributes) or None,
                 ),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=team.namespace, name=DATA_CLAIM),
             ),
-            opts=self._opts,
+            opts=self._child(list(volume.depends_on)),
         )
         k8s.core.v1.PersistentVolumeClaim(
             f"{self._name}-{team.team}-data",

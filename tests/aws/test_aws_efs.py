@@ -122,12 +122,19 @@ def test_everyone_is_denied_without_tls_or_outside_the_teams_access_points(dev: 
         assert deny["Action"] == list(aws_facts.EFS_CLIENT_ACTIONS)
 
 
-def test_team_volumes_mount_with_iam_and_tls(dev: Synthesis) -> None:
+def test_team_volumes_mount_with_iam_and_leave_tls_to_the_access_point(dev: Synthesis) -> None:
     volumes = [v["inputs"]["spec"] for v in dev.by_type(PV)]
     assert len(volumes) == 2
     for volume in volumes:
         assert volume["mountOptions"] == ["iam"]
-        assert volume["csi"]["volumeAttributes"] == {"encryptInTransit": "true"}
+        assert "volumeAttributes" not in volume["csi"]
+
+
+def test_team_volumes_wait_for_the_file_system_policy_and_every_mount_target(dev: Synthesis) -> None:
+    needed = {f"{POLICY}::{p['name']}" for p in dev.by_type(POLICY)} | {f"{MOUNT_TARGET}::{m['name']}" for m in dev.by_type(MOUNT_TARGET)}
+    assert len(needed) == 1 + len(dev.by_type(MOUNT_TARGET)) > 1
+    for volume in dev.by_type(PV):
+        assert needed <= set(volume["options"]["dependsOn"])
 
 
 def test_the_vpc_cni_enforces_network_policy(dev: Synthesis) -> None:
