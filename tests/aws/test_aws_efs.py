@@ -84,11 +84,11 @@ def test_the_efs_csi_add_on_is_pinned_with_a_role_of_no_policy(dev: Synthesis) -
     assert not [p for p in dev.resources if p["type"] in (ATTACHMENT, ROLE_POLICY) and role in p["options"]["dependsOn"]]
 
 
-def test_the_efs_csi_role_is_trusted_by_its_controller_and_node_accounts_only(dev: Synthesis) -> None:
+def test_the_efs_csi_role_is_trusted_by_its_node_account_only(dev: Synthesis) -> None:
     (role,) = [r for r in dev.by_type(ROLE) if r["name"] == efs_addon(dev)["name"]]
     [trust] = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
     subjects = next(v for k, v in trust["Condition"]["StringEquals"].items() if k.endswith(":sub"))
-    assert subjects == ["system:serviceaccount:kube-system:efs-csi-controller-sa", "system:serviceaccount:kube-system:efs-csi-node-sa"]
+    assert subjects == ["system:serviceaccount:kube-system:efs-csi-node-sa"]
 
 
 def file_system_policy(result: Synthesis) -> list[dict[str, Any]]:
