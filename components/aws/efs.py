@@ -4,11 +4,11 @@ One encrypted EFS file system per cluster and an access point per team, so each 
 its own directory, owned by the trainer's user, and nothing of the other teams'. What keeps a pod
 from reaching past its claim (docs/tenancy.md, "The file system"): a file system policy that
 refuses anonymous clients, plain NFS and mounts outside the teams' access points and allows only
-the EFS CSI driver's role; `iam` on every team volume, which mounts an access point and so TLS; and a NetworkPolicy in every team
-namespace closing NFS to pods, enforced by the VPC CNI's network policy agent. The mount targets'
-security group cannot do that last part: under the VPC CNI pods use their node's primary ENI
-security groups (EKS user guide, "Security groups for Pods", off here), so a group that admits the
-nodes admits their pods.
+the EFS CSI driver's role; `iam` on every team volume, which mounts an access point and so gets
+TLS from the driver; and a NetworkPolicy in every team namespace closing NFS to pods, enforced by
+the VPC CNI's network policy agent. The mount targets' security group cannot do that last part:
+under the VPC CNI pods use their node's primary ENI security groups (EKS user guide, "Security
+groups for Pods", off here), so a group that admits the nodes admits their pods.
 """
 
 from __future__ import annotations
@@ -152,8 +152,9 @@ class TrainingFileSystem(pulumi.ComponentResource):
             # pkg/driver/node.go NodePublishVolume, `if apid != ""`, lines 167-169), whatever the
             # volume attributes say. No volumeAttributes on purpose: they sit in the PV's
             # persistentVolumeSource, which the API server refuses to change after creation
-            # (kubernetes pkg/apis/core/validation ValidatePersistentVolumeUpdate), so adding one
-            # would fail `pulumi up` on every existing stack; mountOptions may change.
+            # (kubernetes pkg/apis/core/validation/validation.go ValidatePersistentVolumeUpdate),
+            # so adding one would fail `pulumi up` on every existing stack; mountOptions may
+            # change.
             mount_options=(aws_facts.EFS_MOUNT_OPTION_IAM,),
             denied_egress_tcp_ports=(NFS_PORT,),
             # A team volume is only mountable once the policy allows the CSI role and a mount
