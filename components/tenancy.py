@@ -33,6 +33,11 @@ _EKS_TEAM_GROUP_PREFIX = "gpu-platform:team:"
 
 _JOB_VERBS = ["create", "delete", "get", "list", "watch", "patch", "update"]
 _READ_VERBS = ["get", "list", "watch"]
+# Claims without `delete`: a team's `training-data` claim is pre-bound to its volume, and deleting
+# it leaves the Retain volume Released, bound to the deleted claim's uid, so a new claim of the
+# same name stays Pending until an admin clears the volume's claimRef (Kubernetes "Persistent
+# Volumes", Retain reclaim policy). Nothing a member runs needs to delete a claim.
+_CLAIM_VERBS = ["create", "get", "list", "watch", "patch", "update"]
 # What a member may do in the team's namespace (Kubernetes RBAC; API groups: jobset.x-k8s.io for
 # JobSets, batch for Jobs, kueue.x-k8s.io for LocalQueues and Workloads). `kubectl exec` opens
 # pods/exec with `create`, and with `get` over WebSockets since Kubernetes 1.31 (KEP-4006), so
@@ -43,7 +48,7 @@ TEAM_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ_VERBS, "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": _READ_VERBS},
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _JOB_VERBS},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _CLAIM_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": _READ_VERBS},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _READ_VERBS},
 ]

@@ -4,11 +4,11 @@ One encrypted EFS file system per cluster and an access point per team, so each 
 its own directory, owned by the trainer's user, and nothing of the other teams'. What keeps a pod
 from reaching past its claim (docs/tenancy.md, "The file system"): a file system policy that
 refuses anonymous clients, plain NFS and mounts outside the teams' access points and allows only
-the EFS CSI driver's role; `iam` and TLS on every team volume; and a NetworkPolicy in every team
-namespace closing NFS to pods, enforced by the VPC CNI's network policy agent. The mount targets'
-security group cannot do that last part: under the VPC CNI pods use their node's primary ENI
-security groups (EKS user guide, "Security groups for Pods", off here), so a group that admits the
-nodes admits their pods.
+the EFS CSI driver's role; `iam` on every team volume, which mounts an access point and so gets
+TLS from the driver; and a NetworkPolicy in every team namespace closing NFS to pods, enforced by
+the VPC CNI's network policy agent. The mount targets' security group cannot do that last part:
+under the VPC CNI pods use their node's primary ENI security groups (EKS user guide, "Security
+groups for Pods", off here), so a group that admits the nodes admits their pods.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class TrainingFileSystem(pulumi.ComponentResource):
             description="NFS from the cluster's nodes",
             opts=child,
         )
-        for zone, subnet in subnets.items():
+        mount_targets = [
             aws.efs.MountTarget(
                 f"{name}-{zone}",
                 file_system_id=file_system.id,
@@ -107,6 +107,8 @@ class TrainingFileSystem(pulumi.ComponentResource):
                 security_groups=[group.id],
                 opts=child,
             )
+            for zone, subnet in subnets.items()
+        ]
         handles: dict[str, pulumi.Input[str]] = {}
         access_point_arns: list[pulumi.Output[str]] = []
         for namespace in naming.team_namespaces(spec):
@@ -131,7 +133,7 @@ class TrainingFileSystem(pulumi.ComponentResource):
         # A replaced role would keep its ARN but not its principal id, and the policy would lock
         # it out (EFS user guide, resource-based policy examples): the role is auto-named, so a
         # replacement has a new ARN and this policy is rewritten with it.
-        aws.efs.FileSystemPolicy(
+        policy = aws.efs.FileSystemPolicy(
             name,
             file_system_id=file_system.id,
             policy=pulumi.Output.all(file_system.arn, mount_role_arn, *access_point_arns).apply(
@@ -145,12 +147,18 @@ class TrainingFileSystem(pulumi.ComponentResource):
             handles=handles,
             # `iam`: the mount helper authenticates as the node plugin's IAM identity
             # (aws-efs-csi-driver@v3.3.0 docs/parameters.md), which the file system policy needs.
-            # TLS is the driver's volume attribute, not a mount option: it adds `tls` itself when
-            # encryptInTransit is true (its default) and for every access point, and warns that
-            # `tls` under mountOptions is deprecated (pkg/driver/node.go NodePublishVolume).
-            # Stated, so a change of default never turns it off.
+            # TLS needs nothing of ours: for a volume handle naming an access point the driver
+            # appends `accesspoint=<id>` and `tls` itself (aws-efs-csi-driver@v3.3.0
+            # pkg/driver/node.go NodePublishVolume, `if apid != ""`, lines 167-169), whatever the
+            # volume attributes say. No volumeAttributes on purpose: they sit in the PV's
+            # persistentVolumeSource, which the API server refuses to change after creation
+            # (kubernetes pkg/apis/core/validation/validation.go ValidatePersistentVolumeUpdate),
+            # so adding one would fail `pulumi up` on every existing stack; mountOptions may
+            # change.
             mount_options=(aws_facts.EFS_MOUNT_OPTION_IAM,),
-            volume_attributes={aws_facts.EFS_ENCRYPT_IN_TRANSIT: "true"},
             denied_egress_tcp_ports=(NFS_PORT,),
+            # A team volume is only mountable once the policy allows the CSI role and a mount
+            # target answers in the node's zone; before that its first pods fail to start.
+            depends_on=(policy, *mount_targets),
         )
         self.register_outputs({"fileSystemId": self.file_system_id})

@@ -227,6 +227,8 @@ def driver_mount_options(volume: Resource) -> list[str]:
 
 
 def _encrypt_in_transit(volume: Resource) -> bool:
+    """The driver's reading of the attribute: absent is true (NodePublishVolume starts from
+    `encryptInTransit := true`, then strconv.ParseBool of any key matching case-insensitively)."""
     attributes = mapping(get(volume.props, "spec", "csi", "volumeAttributes"))
     value = next((v for k, v in attributes.items() if k.lower() == aws_facts.EFS_ENCRYPT_IN_TRANSIT.lower()), "true")
     return str(value).lower() not in ("false", "0", "f")

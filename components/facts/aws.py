@@ -79,13 +79,19 @@ ADDON_VERSIONS: dict[str, dict[str, str]] = {
 # Service accounts of the add-ons that call AWS APIs (IRSA), namespace kube-system: the
 # VPC CNI's `aws-node` DaemonSet and the EBS CSI controller (EKS add-on documentation). The EFS
 # add-on puts its one service account role on both its controller's and its node plugin's
-# accounts (EKS user guide, add-ons-aws-efs-csi-driver: the role trusts `efs-csi-*`;
-# aws/containers-roadmap#2820: no separate node role): the node plugin's is the identity every
-# `iam` mount presents (components.aws.efs).
+# accounts (EKS user guide, add-ons-aws-efs-csi-driver; aws/containers-roadmap#2820: no separate
+# node role), but only the node plugin's is trusted: its identity is what every `iam` mount
+# presents (components.aws.efs), and the file system policy lets that role mount every team's
+# access point, so no other pod should hold it. The controller never asks for credentials here:
+# it calls AWS only in CreateVolume and DeleteVolume (aws-efs-csi-driver@v3.3.0
+# pkg/driver/controller.go), that is for dynamically provisioned volumes, and this platform
+# provisions statically with `Retain`; the SDK resolves credentials lazily (pkg/cloud/cloud.go
+# NewCloud: LoadDefaultConfig, no STS call at start), so its untrusted annotation fails nothing.
+# Dynamic provisioning would need the controller trusted and AmazonEFSCSIDriverPolicy attached.
 ADDON_SERVICE_ACCOUNTS: dict[str, tuple[str, ...]] = {
     "vpc-cni": ("aws-node",),
     "aws-ebs-csi-driver": ("ebs-csi-controller-sa",),
-    "aws-efs-csi-driver": ("efs-csi-controller-sa", "efs-csi-node-sa"),
+    "aws-efs-csi-driver": ("efs-csi-node-sa",),
 }
 
 # The EFS CSI driver's name in PersistentVolumes (kubernetes-sigs/aws-efs-csi-driver README).
@@ -115,8 +121,9 @@ SECURE_TRANSPORT_KEY = "aws:SecureTransport"
 EFS_ACCESS_POINT_KEY = "elasticfilesystem:AccessPointArn"
 EFS_VIA_MOUNT_TARGET_KEY = "elasticfilesystem:AccessedViaMountTarget"
 # The efs-utils mount option for IAM authorization ("Use the CSI Node Pod's IAM identity") and the
-# driver's volume attribute for TLS (aws-efs-csi-driver@v3.3.0 docs/parameters.md,
-# pkg/driver/node.go NodePublishVolume).
+# driver's volume attribute that could turn TLS off, which team volumes do not set and the
+# tenancy rule refuses at "false" (aws-efs-csi-driver@v3.3.0 docs/parameters.md,
+# pkg/driver/node.go NodePublishVolume: encryptInTransit defaults to true).
 EFS_MOUNT_OPTION_IAM = "iam"
 EFS_ENCRYPT_IN_TRANSIT = "encryptInTransit"
 # AWS managed policies granting the EFS client actions to whoever holds them (IAM, AWS managed

@@ -32,6 +32,9 @@ class DataVolume:
     # protocol, where it is reachable over the network, so a pod's one way to the data is the
     # claim the CSI driver mounts (a NetworkPolicy per namespace, components.kubernetes.layer).
     denied_egress_tcp_ports: tuple[int, ...] = field(default_factory=tuple)
+    # The wing's resources a volume cannot be mounted without (on EFS the file system policy and
+    # the mount targets): the layer's PersistentVolumes wait for them.
+    depends_on: tuple[pulumi.Resource, ...] = field(default_factory=tuple)
 
     def options(self, namespace: str) -> tuple[str, ...]:
         return tuple(self.namespace_mount_options.get(namespace, self.mount_options))

@@ -407,11 +407,13 @@ class GpuLayer(pulumi.ComponentResource):
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=volume.driver,
                     volume_handle=volume.handles[team.namespace],
+                    # None where the driver needs none (EFS): the volume source is immutable, so
+                    # an attribute added to a deployed PV fails the update (docs/aws.md).
                     volume_attributes=dict(volume.volume_attributes) or None,
                 ),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=team.namespace, name=DATA_CLAIM),
             ),
-            opts=self._opts,
+            opts=self._child(list(volume.depends_on)),
         )
         k8s.core.v1.PersistentVolumeClaim(
             f"{self._name}-{team.team}-data",

@@ -84,11 +84,11 @@ def test_the_efs_csi_add_on_is_pinned_with_a_role_of_no_policy(dev: Synthesis) -
     assert not [p for p in dev.resources if p["type"] in (ATTACHMENT, ROLE_POLICY) and role in p["options"]["dependsOn"]]
 
 
-def test_the_efs_csi_role_is_trusted_by_its_controller_and_node_accounts_only(dev: Synthesis) -> None:
+def test_the_efs_csi_role_is_trusted_by_its_node_account_only(dev: Synthesis) -> None:
     (role,) = [r for r in dev.by_type(ROLE) if r["name"] == efs_addon(dev)["name"]]
     [trust] = json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
     subjects = next(v for k, v in trust["Condition"]["StringEquals"].items() if k.endswith(":sub"))
-    assert subjects == ["system:serviceaccount:kube-system:efs-csi-controller-sa", "system:serviceaccount:kube-system:efs-csi-node-sa"]
+    assert subjects == ["system:serviceaccount:kube-system:efs-csi-node-sa"]
 
 
 def file_system_policy(result: Synthesis) -> list[dict[str, Any]]:
@@ -122,12 +122,19 @@ def test_everyone_is_denied_without_tls_or_outside_the_teams_access_points(dev: 
         assert deny["Action"] == list(aws_facts.EFS_CLIENT_ACTIONS)
 
 
-def test_team_volumes_mount_with_iam_and_tls(dev: Synthesis) -> None:
+def test_team_volumes_mount_with_iam_and_leave_tls_to_the_access_point(dev: Synthesis) -> None:
     volumes = [v["inputs"]["spec"] for v in dev.by_type(PV)]
     assert len(volumes) == 2
     for volume in volumes:
         assert volume["mountOptions"] == ["iam"]
-        assert volume["csi"]["volumeAttributes"] == {"encryptInTransit": "true"}
+        assert "volumeAttributes" not in volume["csi"]
+
+
+def test_team_volumes_wait_for_the_file_system_policy_and_every_mount_target(dev: Synthesis) -> None:
+    needed = {f"{POLICY}::{p['name']}" for p in dev.by_type(POLICY)} | {f"{MOUNT_TARGET}::{m['name']}" for m in dev.by_type(MOUNT_TARGET)}
+    assert len(needed) == 1 + len(dev.by_type(MOUNT_TARGET)) > 1
+    for volume in dev.by_type(PV):
+        assert needed <= set(volume["options"]["dependsOn"])
 
 
 def test_the_vpc_cni_enforces_network_policy(dev: Synthesis) -> None:

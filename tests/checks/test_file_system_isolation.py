@@ -190,6 +190,15 @@ def test_a_team_volume_without_tls_or_access_point_fails_on_both(prod: list[Reso
     assert "the volume handle names no access point: it mounts the file system's root, every team's directory" in found
 
 
+def test_a_root_volume_without_attributes_still_gets_tls_from_the_drivers_default(prod: list[Resource]) -> None:
+    def root(props: dict[str, Any]) -> None:
+        props["spec"]["csi"]["volumeHandle"] = props["spec"]["csi"]["volumeHandle"].split("::")[0]
+
+    found = [m for _, m in messages(with_volume(prod, root))]
+    assert "the volume handle names no access point: it mounts the file system's root, every team's directory" in found
+    assert not [m for m in found if "tls" in m.lower()]
+
+
 def test_the_driver_adds_tls_for_an_access_point_and_keeps_iam(prod: list[Resource]) -> None:
     volume = find(prod, PV, "ml-prod-gpu-research-data")
     assert file_system_isolation.driver_mount_options(volume) == [

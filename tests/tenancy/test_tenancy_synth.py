@@ -116,6 +116,12 @@ def _not_the_fleet_manager(bindings: list[dict[str, Any]]) -> list[dict[str, Any
     return [b for b in bindings if b not in manager]
 
 
+def test_members_cannot_delete_claims_so_no_team_strands_its_data_volume(synthesized: Synthesized) -> None:
+    for role in kinds(synthesized("prod-aws"), "Role"):
+        claims = [rule for rule in role["rules"] if "persistentvolumeclaims" in rule["resources"]]
+        assert claims and all("delete" not in rule["verbs"] and "*" not in rule["verbs"] for rule in claims)
+
+
 def test_only_the_admins_are_bound_cluster_wide(synthesized: Synthesized) -> None:
     # On GKE besides the admins only Kueue's metrics scraper, to read /metrics (docs/observability.md).
     binding, scraper = sorted(_not_the_fleet_manager(kinds(synthesized("prod-gcp"), "ClusterRoleBinding")), key=lambda b: b["metadata"]["name"] != tenancy.ADMINS_BINDING)
