@@ -21,7 +21,7 @@ from pathlib import Path
 from components.jobs import renderer
 from components.spec import SpecError, stack_file_schema
 from infra import offline, output_folder, stackfile, synth, yamlfile
-from infra.tools import check, summary
+from infra.tools import check, parallel, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
@@ -86,26 +86,60 @@ def cmd_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_one(ref: str) -> check.StackReport | tuple[str, str] | Exception:
+    """One stack's report, or ("invalid", its error text), or the unexpected exception it
+    raised: plain values, so a worker process can hand them back."""
+    try:
+        _, spec, result = offline.synthesize(ref)
+    except SpecError as exc:
+        return ("invalid", exc.render())
+    except (stackfile.StackFileError, yamlfile.YamlError) as exc:
+        return ("invalid", f"error: {exc}")
+    except Exception as exc:  # noqa: BLE001 - raised by the caller at this stack's turn
+        return exc
+    try:
+        return check.check_synthesis(spec, result)
+    except Exception as exc:  # noqa: BLE001 - as above
+        return exc
+
+
+def _check_group(refs: list[str]) -> list[check.StackReport | tuple[str, str] | Exception]:
+    return [_check_one(ref) for ref in refs]
+
+
+def _by_cloud(refs: list[str]) -> list[list[str]]:
+    """`refs` grouped by the cloud their stack files name, first seen first: a worker that
+    checks one cloud's stacks loads only that cloud's SDK modules. A stack file that does not
+    read is a group of its own; its worker reports the problem."""
+    groups: dict[str, list[str]] = {}
+    for ref in dict.fromkeys(refs):
+        try:
+            platform = stackfile.read(ref, stackfile.root_for(ref)).config.get("gpu-platform:platform")
+            cloud = str(platform.get("cloud")) if isinstance(platform, dict) else ref
+        except Exception:  # noqa: BLE001 - only where to run it; its worker reports the problem
+            cloud = ref
+        groups.setdefault(cloud, []).append(ref)
+    return list(groups.values())
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Every named stack (all by default) is checked even after an invalid one, so one run lists
-    every problem; invalid stacks exit 2, mandatory violations 1."""
+    every problem; invalid stacks exit 2, mandatory violations 1. Stacks are synthesized side by
+    side (infra.parallel) and reported in the order named."""
     refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
     invalid = 0
-    for ref in refs:
-        try:
-            _, spec, result = offline.synthesize(ref)
-        except SpecError as exc:
-            print(exc.render(), file=sys.stderr)
+    groups = _by_cloud(refs)
+    outcomes = dict(zip((ref for group in groups for ref in group), (o for done in parallel.map_in_order(_check_group, groups) for o in done)))
+    for outcome in (outcomes[ref] for ref in refs):
+        if isinstance(outcome, Exception):
+            raise outcome
+        if isinstance(outcome, tuple):
+            print(outcome[1], file=sys.stderr)
             invalid += 1
             continue
-        except (stackfile.StackFileError, yamlfile.YamlError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            invalid += 1
-            continue
-        report = check.check_synthesis(spec, result)
-        reports.append(report)
-        for line in report.lines():
+        reports.append(outcome)
+        for line in outcome.lines():
             print(line)
     print(check.summary(reports, invalid), file=sys.stderr)
     if invalid:
