@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import yaml
+
 from infra import stackfile
 from infra.tools import parallel, synth_cache
 from infra.tools.review.diff import StackReview, review_stack
@@ -150,16 +152,40 @@ def _run_snapshots(jobs: list[tuple[str, Path, list[str]]]) -> list[dict[str, An
         return results
 
 
-def _split(misses: dict[str, list[str]], cores: int) -> list[tuple[str, list[str]]]:
+def _cloud(path: Path) -> str:
+    """The cloud a stack file names, to keep one cloud's stacks in one process; the file's name
+    where it does not read (its process reports the problem)."""
+    try:
+        return str(yaml.safe_load(path.read_text())["config"]["gpu-platform:platform"]["cloud"])
+    except Exception:  # noqa: BLE001 - only where to run it
+        return path.name
+
+
+def _split(misses: dict[str, list[str]], trees: dict[str, Path], cores: int) -> list[tuple[str, list[str]]]:
     """The stack files to synthesize per tree, cut into one list per process: at least one
-    process per tree, more for the trees with the most stacks while cores are left."""
-    shares = {label: 1 for label, rels in misses.items() if rels}
+    process per tree, more for the trees with the most stacks while cores are left. A process
+    takes whole clouds, so it loads each cloud SDK's modules at most once."""
+    groups: dict[str, list[list[str]]] = {}
+    for label, rels in misses.items():
+        by_cloud: dict[str, list[str]] = {}
+        for rel in rels:
+            by_cloud.setdefault(_cloud(trees[label] / rel), []).append(rel)
+        if rels:
+            groups[label] = sorted(by_cloud.values(), key=len, reverse=True)
+    shares = {label: 1 for label in groups}
     while sum(shares.values()) < cores:
-        label = max(shares, key=lambda name: len(misses[name]) / shares[name], default=None)
-        if label is None or shares[label] >= len(misses[label]):
+        open_trees = [label for label in groups if shares[label] < len(groups[label])]
+        if not open_trees:
             break
+        label = max(open_trees, key=lambda name: len(misses[name]) / shares[name])
         shares[label] += 1
-    return [(label, misses[label][part :: shares[label]]) for label in shares for part in range(shares[label])]
+    out: list[tuple[str, list[str]]] = []
+    for label, share in shares.items():
+        bins: list[list[str]] = [[] for _ in range(share)]
+        for group in groups[label]:
+            min(bins, key=len).extend(group)
+        out += [(label, sorted(part)) for part in bins]
+    return out
 
 
 def snapshots(
@@ -195,7 +221,7 @@ def snapshots(
             else:
                 first[entry] = (label, rel)
                 misses[label].append(rel)
-    jobs = [(label, trees[label], part) for label, part in _split(misses, parallel.cores())]
+    jobs = [(label, trees[label], part) for label, part in _split(misses, trees, parallel.cores())]
     computed: dict[str, dict[str, Any]] = {label: {} for label in trees}
     for (label, _, _), result in zip(jobs, _run_snapshots(jobs), strict=True):
         computed[label].update(result)
@@ -213,7 +239,7 @@ def snapshots(
             entry = keys[label].get(rel)
             if entry is not None and entry not in found and first.get(entry, (label, rel))[0] != label:
                 again[label].append(rel)
-    jobs = [(label, trees[label], part) for label, part in _split(again, parallel.cores())]
+    jobs = [(label, trees[label], part) for label, part in _split(again, trees, parallel.cores())]
     for (label, _, _), result in zip(jobs, _run_snapshots(jobs), strict=True):
         computed[label].update(result)
     results: dict[str, dict[str, Any]] = {}
