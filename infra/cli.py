@@ -125,12 +125,13 @@ def _by_cloud(refs: list[str]) -> list[list[str]]:
 def cmd_check(args: argparse.Namespace) -> int:
     """Every named stack (all by default) is checked even after an invalid one, so one run lists
     every problem; invalid stacks exit 2, mandatory violations 1. Stacks are synthesized side by
-    side (infra.parallel) and reported in the order named."""
+    side (infra.tools.parallel) and reported in the order named."""
     refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
     invalid = 0
     groups = _by_cloud(refs)
-    outcomes = dict(zip((ref for group in groups for ref in group), (o for done in parallel.map_in_order(_check_group, groups) for o in done)))
+    done = parallel.map_in_order(_check_group, groups)
+    outcomes = {ref: outcome for group, results in zip(groups, done) for ref, outcome in zip(group, results)}
     for outcome in (outcomes[ref] for ref in refs):
         if isinstance(outcome, Exception):
             raise outcome
