@@ -278,11 +278,3 @@ def reference_one(harness: Harness) -> Run:
 def reference_two(harness: Harness) -> Run:
     """Uninterrupted, two processes under torchrun, one micro-batch each per step."""
     return harness.run("reference-2proc", nproc=2)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`: --dist loadgroup) the tests of the reference runs share
-    one worker, so each reference run trains once, not once per worker."""
-    for item in items:
-        if {"reference_one", "reference_two"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("trainer-reference-runs"))
