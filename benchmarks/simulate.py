@@ -45,6 +45,14 @@ LOAD = 0.7
 
 
 def stack_model(pools: int) -> model.StackModel:
+    config = bench_config(pools)
+    stack_file = stackfile.StackFile(stackfile.read("dev-gcp", REPO).path, "dev-gcp", config)
+    result = synth.run(program.main, "gpu-platform", "bench", stack_file.pulumi_config())
+    return build.stack_model("bench", result.resources, result.outputs)
+
+
+def bench_config(pools: int) -> dict[str, Any]:
+    """dev-gcp's stack config with `pools` pools of SHAPES and four teams' quotas."""
     base = stackfile.read("dev-gcp", REPO)
     config = copy.deepcopy(base.config)
     platform = config["gpu-platform:platform"]
@@ -63,9 +71,7 @@ def stack_model(pools: int) -> model.StackModel:
     platform["scheduling"] = {
         "teams": [{"name": team, "quotas": {name: slots // 5 for name, slots in pool_slots.items()}} for team in TEAMS]
     }
-    stack_file = stackfile.StackFile(base.path, base.stack, config)
-    result = synth.run(program.main, "gpu-platform", "bench", stack_file.pulumi_config())
-    return build.stack_model("bench", result.resources, result.outputs)
+    return config
 
 
 def _derived(stack_file: stackfile.StackFile) -> list[Any]:

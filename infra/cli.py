@@ -23,7 +23,7 @@ from components.spec import SpecError, stack_file_schema
 from infra import offline, output_folder, stackfile, synth, yamlfile
 from components.fleet import job as fleet_job
 from components.spec.fleet import worker_stack
-from infra.tools import check, fleet_check, summary
+from infra.tools import check, fleet_check, parallel, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
 from infra.tools.simulate import impact
@@ -146,33 +146,66 @@ def cmd_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_one(ref: str) -> list[check.StackReport] | tuple[str, str] | Exception:
+    """One stack's reports (a fleet manager's: its own and its workers'), or ("invalid", its
+    error text), or the unexpected exception it raised: plain values, so a worker process can
+    hand them back."""
+    try:
+        if _is_fleet(ref):
+            return list(fleet_check.check_fleet(offline.synthesize_fleet(ref)))
+        _, spec, result = offline.synthesize(ref)
+    except SpecError as exc:
+        return ("invalid", exc.render())
+    except (stackfile.StackFileError, yamlfile.YamlError) as exc:
+        return ("invalid", f"error: {exc}")
+    except Exception as exc:  # noqa: BLE001 - raised by the caller at this stack's turn
+        return exc
+    try:
+        return [check.check_synthesis(spec, result)]
+    except Exception as exc:  # noqa: BLE001 - as above
+        return exc
+
+
+def _check_group(refs: list[str]) -> list[list[check.StackReport] | tuple[str, str] | Exception]:
+    return [_check_one(ref) for ref in refs]
+
+
+def _by_cloud(refs: list[str]) -> list[list[str]]:
+    """`refs` grouped by the cloud their stack files name, first seen first: a worker that
+    checks one cloud's stacks loads only that cloud's SDK modules. A stack file that does not
+    read is a group of its own; its worker reports the problem."""
+    groups: dict[str, list[str]] = {}
+    for ref in dict.fromkeys(refs):
+        try:
+            platform = stackfile.read(ref, stackfile.root_for(ref)).config.get("gpu-platform:platform")
+            cloud = str(platform.get("cloud")) if isinstance(platform, dict) else ref
+        except Exception:  # noqa: BLE001 - only where to run it; its worker reports the problem
+            cloud = ref
+        groups.setdefault(cloud, []).append(ref)
+    return list(groups.values())
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Every named stack (all by default) is checked even after an invalid one, so one run lists
-    every problem; invalid stacks exit 2, mandatory violations 1."""
+    every problem; invalid stacks exit 2, mandatory violations 1. Stacks are synthesized side by
+    side (infra.tools.parallel) and reported in the order named."""
     refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
     invalid = 0
-    for ref in refs:
-        try:
-            if _is_fleet(ref):
-                for report in fleet_check.check_fleet(offline.synthesize_fleet(ref)):
-                    reports.append(report)
-                    for line in report.lines():
-                        print(line)
-                continue
-            _, spec, result = offline.synthesize(ref)
-        except SpecError as exc:
-            print(exc.render(), file=sys.stderr)
+    groups = _by_cloud(refs)
+    done = parallel.map_in_order(_check_group, groups)
+    outcomes = {ref: outcome for group, results in zip(groups, done) for ref, outcome in zip(group, results)}
+    for outcome in (outcomes[ref] for ref in refs):
+        if isinstance(outcome, Exception):
+            raise outcome
+        if isinstance(outcome, tuple):
+            print(outcome[1], file=sys.stderr)
             invalid += 1
             continue
-        except (stackfile.StackFileError, yamlfile.YamlError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            invalid += 1
-            continue
-        report = check.check_synthesis(spec, result)
-        reports.append(report)
-        for line in report.lines():
-            print(line)
+        for report in outcome:
+            reports.append(report)
+            for line in report.lines():
+                print(line)
     print(check.summary(reports, invalid), file=sys.stderr)
     if invalid:
         return EXIT_INVALID

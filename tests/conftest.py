@@ -27,3 +27,9 @@ def synthesized() -> Callable[[str], synth.Synthesis]:
         return cache[stack]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def fleet() -> offline.FleetSynthesis:
+    """The fleet example synthesized once per session: the manager over prod-aws and prod-gcp."""
+    return offline.synthesize_fleet("fleet", REPO)

@@ -24,7 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import yaml
+
 from infra import stackfile
+from infra.tools import parallel, synth_cache
 from infra.tools.review.diff import StackReview, review_stack
 from infra.tools.review.markdown import render
 
@@ -123,12 +126,12 @@ def base_worktree(repo: Path, sha: str) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
 
 
-def snapshots(trees: dict[str, Path], rels: list[str]) -> dict[str, dict[str, Any]]:
-    """Synthesize `rels` (stack files relative to each tree) in every tree, side by side."""
+def _run_snapshots(jobs: list[tuple[str, Path, list[str]]]) -> list[dict[str, Any]]:
+    """Run the snapshot script once per job (a label, a tree and its stack files), side by side."""
     with tempfile.TemporaryDirectory(prefix="gpu-platform-snapshot-") as tmp:
-        running: dict[str, tuple[subprocess.Popen[str], Path]] = {}
-        for label, tree in trees.items():
-            out = Path(tmp) / f"{label}.json"
+        running: list[tuple[str, subprocess.Popen[str], Path]] = []
+        for number, (label, tree, rels) in enumerate(jobs):
+            out = Path(tmp) / f"{number}.json"
             env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
             proc = subprocess.Popen(
                 [sys.executable, "-c", _SNAPSHOT, str(tree), json.dumps(rels), str(out)],
@@ -138,15 +141,123 @@ def snapshots(trees: dict[str, Path], rels: list[str]) -> dict[str, dict[str, An
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            running[label] = (proc, out)
-        results: dict[str, dict[str, Any]] = {}
-        for label, (proc, out) in running.items():
+            running.append((label, proc, out))
+        results: list[dict[str, Any]] = []
+        for label, proc, out in running:
             _, stderr = proc.communicate()
             if proc.returncode != 0 or not out.is_file():
                 tail = "\n".join(stderr.strip().splitlines()[-5:])
                 raise ReviewError(f"synthesizing the {label} tree failed:\n{tail}")
-            results[label] = json.loads(out.read_text())
+            results.append(json.loads(out.read_text()))
         return results
+
+
+def _cloud(path: Path) -> str:
+    """The cloud a stack file names, to keep one cloud's stacks in one process; the file's name
+    where it does not read (its process reports the problem)."""
+    try:
+        return str(yaml.safe_load(path.read_text())["config"]["gpu-platform:platform"]["cloud"])
+    except Exception:  # noqa: BLE001 - only where to run it
+        return path.name
+
+
+def _split(misses: dict[str, list[str]], trees: dict[str, Path], cores: int) -> list[tuple[str, list[str]]]:
+    """The stack files to synthesize per tree, cut into one list per process: at least one
+    process per tree, more for the trees with the most stacks while cores are left. A process
+    takes whole clouds, so it loads each cloud SDK's modules at most once."""
+    groups: dict[str, list[list[str]]] = {}
+    for label, rels in misses.items():
+        by_cloud: dict[str, list[str]] = {}
+        for rel in rels:
+            by_cloud.setdefault(_cloud(trees[label] / rel), []).append(rel)
+        if rels:
+            groups[label] = sorted(by_cloud.values(), key=len, reverse=True)
+    shares = {label: 1 for label in groups}
+    while sum(shares.values()) < cores:
+        open_trees = [label for label in groups if shares[label] < len(groups[label])]
+        if not open_trees:
+            break
+        label = max(open_trees, key=lambda name: len(misses[name]) / shares[name])
+        shares[label] += 1
+    out: list[tuple[str, list[str]]] = []
+    for label, share in shares.items():
+        bins: list[list[str]] = [[] for _ in range(share)]
+        for group in groups[label]:
+            min(bins, key=len).extend(group)
+        out += [(label, sorted(part)) for part in bins]
+    return out
+
+
+def snapshots(
+    trees: dict[str, Path], rels: list[str], cache: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Synthesize `rels` (stack files relative to each tree) in every tree, side by side.
+
+    With a `cache` folder (infra.synth_cache), a stack whose code and stack file were
+    synthesized before is read from there, and a stack the same in several trees is synthesized
+    once. Only syntheses that succeeded are kept: an error names the stack file's path, which
+    differs between trees."""
+    env = synth_cache.environment() if cache else ""
+    keys: dict[str, dict[str, str]] = {}
+    for label, tree in trees.items():
+        digest = synth_cache.tree_digest(tree) if cache else ""
+        keys[label] = {
+            rel: synth_cache.key(digest, tree, rel, _SNAPSHOT, env) for rel in rels if cache and (tree / rel).is_file()
+        }
+    found: dict[str, dict[str, Any]] = {}
+    misses: dict[str, list[str]] = {label: [] for label in trees}
+    first: dict[str, tuple[str, str]] = {}
+    for label, tree in trees.items():
+        for rel in rels:
+            entry = keys[label].get(rel)
+            if entry is None:
+                misses[label].append(rel)
+                continue
+            if entry in found or entry in first:
+                continue
+            cached = synth_cache.get(cache, entry) if cache else None
+            if cached is not None:
+                found[entry] = cached
+            else:
+                first[entry] = (label, rel)
+                misses[label].append(rel)
+    jobs = [(label, trees[label], part) for label, part in _split(misses, trees, parallel.cores())]
+    computed: dict[str, dict[str, Any]] = {label: {} for label in trees}
+    for (label, _, _), result in zip(jobs, _run_snapshots(jobs), strict=True):
+        computed[label].update(result)
+    for label in trees:
+        for rel in misses[label]:
+            entry = keys[label].get(rel)
+            value = computed[label].get(_stack_of(rel))
+            if cache and entry is not None and value is not None and "error" not in value:
+                synth_cache.put(cache, entry, value)
+                found[entry] = value
+    # A stack the same in two trees but invalid: each tree's own error, with its own path.
+    again: dict[str, list[str]] = {label: [] for label in trees}
+    for label in trees:
+        for rel in rels:
+            entry = keys[label].get(rel)
+            if entry is not None and entry not in found and first.get(entry, (label, rel))[0] != label:
+                again[label].append(rel)
+    jobs = [(label, trees[label], part) for label, part in _split(again, trees, parallel.cores())]
+    for (label, _, _), result in zip(jobs, _run_snapshots(jobs), strict=True):
+        computed[label].update(result)
+    results: dict[str, dict[str, Any]] = {}
+    for label, tree in trees.items():
+        results[label] = {}
+        for rel in rels:
+            entry = keys[label].get(rel)
+            value = found.get(entry) if entry is not None else None
+            if value is None:
+                value = computed[label].get(_stack_of(rel))
+            if value is not None:
+                results[label][_stack_of(rel)] = value
+    return results
+
+
+def _stack_of(rel: str) -> str:
+    """The stack a stack file names, as the snapshot script derives it."""
+    return Path(rel).name.removeprefix("Pulumi.").rsplit(".", 1)[0]
 
 
 def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
@@ -188,7 +299,7 @@ def collect(base_ref: str, refs: list[str], cwd: Path | None = None) -> tuple[li
     with base_worktree(top, sha) as base_top:
         base_root = base_top / inner
         rels = stack_paths(refs, root, [base_root, root])
-        snaps = snapshots({"base": base_root, "working": root}, rels)
+        snaps = snapshots({"base": base_root, "working": root}, rels, root / synth_cache.FOLDER)
     stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
     return [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks], sha
 

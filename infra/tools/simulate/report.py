@@ -11,12 +11,16 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from components.facts import catalog
+from infra.tools import parallel
 from infra.tools.simulate.model import StackModel
 from infra.tools.simulate.state import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
 
@@ -323,6 +327,65 @@ def _reduced(series: list[tuple[float, int, int]], end: float) -> tuple[list[flo
     return times, nodes, queued
 
 
+# A plot costs matplotlib's layout of its ticks and labels (about 0.25 s of CPU), whatever
+# its points; from this many pools on, they are drawn by a second process per core too.
+PARALLEL_PLOTS = 8
+
+# One pool's plot: title, unit, scale, times, nodes, queued, the file.
+_PoolPlot = tuple[str, str, float, list[float], list[int], list[int], str]
+
+
+def _draw_pools(plots: list[_PoolPlot]) -> None:
+    """The pools' PNGs (nodes, and GPU slots of jobs waiting, over time). Module-level and plain
+    data only: it runs in spawned processes too."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    for title, unit, scale, times, nodes, queued, path in plots:
+        figure = Figure(figsize=(8, 4.5), dpi=100)
+        FigureCanvasAgg(figure)
+        upper, lower = figure.subplots(2, 1, sharex=True)
+        x = [t / scale for t in times]
+        upper.step(x, nodes, where="post", color="tab:blue")
+        upper.set_ylabel("nodes up")
+        upper.set_ylim(bottom=0)
+        upper.set_title(title)
+        lower.step(x, queued, where="post", color="tab:orange")
+        lower.set_ylabel("GPU slots queued")
+        lower.set_ylim(bottom=0)
+        lower.set_xlabel(unit)
+        figure.tight_layout()
+        figure.savefig(path, format="png", metadata={"Software": None})
+
+
+# A process that draws the plots given as JSON on stdin (a fresh interpreter: a fork of a process
+# running the SDK's threads is not safe, and multiprocessing's spawn would re-run the caller's
+# main module).
+_DRAW = "import json, sys\nfrom infra.tools.simulate.report import _draw_pools\n_draw_pools(json.load(sys.stdin))\n"
+
+
+def _draw_all(plots: list[_PoolPlot]) -> None:
+    """`_draw_pools` over every core: this process draws one share, a process per other core
+    the others. Every plot is drawn by the same code either way, so the files are the same."""
+    shares = min(parallel.cores(), len(plots) // (PARALLEL_PLOTS // 2)) if len(plots) >= PARALLEL_PLOTS else 1
+    parts = [plots[i::shares] for i in range(shares)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    helpers = [
+        subprocess.Popen([sys.executable, "-c", _DRAW], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        for _ in parts[1:]
+    ]
+    for helper, part in zip(helpers, parts[1:]):
+        assert helper.stdin is not None
+        helper.stdin.write(json.dumps(part))
+        helper.stdin.close()
+    _draw_pools(parts[0])
+    for helper in helpers:
+        assert helper.stderr is not None
+        problem = helper.stderr.read()
+        if helper.wait() != 0:
+            raise RuntimeError(f"drawing the pool plots failed: {problem.strip().splitlines()[-1:]}")
+
+
 def write_plots(result: Result, model: StackModel, out_dir: Path) -> dict[str, str]:
     """One PNG per pool (nodes, and GPU slots of jobs waiting, over time) and the wait-time CDF
     per tier; returns the file name of each, by pool name and WAIT_CDF.
@@ -336,23 +399,13 @@ def write_plots(result: Result, model: StackModel, out_dir: Path) -> dict[str, s
     days = result.horizon > 3 * 86400
     scale, unit = (86400, "days") if days else (3600, "hours")
     names: dict[str, str] = {}
+    plots: list[_PoolPlot] = []
     for pool in result.pools:
         times, nodes, queued = _reduced(pool.series, result.horizon)
-        figure = Figure(figsize=(8, 4.5), dpi=100)
-        FigureCanvasAgg(figure)
-        upper, lower = figure.subplots(2, 1, sharex=True)
-        x = [t / scale for t in times]
-        upper.step(x, nodes, where="post", color="tab:blue")
-        upper.set_ylabel("nodes up")
-        upper.set_ylim(bottom=0)
-        upper.set_title(f"{result.stack}: pool {pool.name} (max {model.pool(pool.name).max_nodes} nodes)")
-        lower.step(x, queued, where="post", color="tab:orange")
-        lower.set_ylabel("GPU slots queued")
-        lower.set_ylim(bottom=0)
-        lower.set_xlabel(unit)
-        figure.tight_layout()
         names[pool.name] = f"pool-{pool.name}.png"
-        figure.savefig(out_dir / names[pool.name], format="png", metadata={"Software": None})
+        title = f"{result.stack}: pool {pool.name} (max {model.pool(pool.name).max_nodes} nodes)"
+        plots.append((title, unit, scale, times, nodes, queued, str(out_dir / names[pool.name])))
+    _draw_all(plots)
     figure = Figure(figsize=(8, 4.5), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.subplots()

@@ -1,0 +1,91 @@
+"""Syntheses kept under build/synth-cache, keyed by everything a synthesis reads.
+
+The key is a digest of the tree the program runs from (Pulumi.yaml, components/, infra/,
+training_images/: the project name, the program, its facts and catalog, the trainer's build
+context), the stack file's path and bytes, what the caller records (its own recipe) and the
+interpreter and SDK versions. A change to any of them is a different key, so an entry is
+never stale, only unused; the folder can be deleted at any time. `review` uses it to reuse an
+unchanged base, and a stack whose file and code are the same at base and head is synthesized
+once for both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+FOLDER = Path("build") / "synth-cache"
+# What the program reads below the project root (infra.program, components, trainer_image).
+INPUTS = ("Pulumi.yaml", "components", "infra", "training_images")
+_SKIPPED_PARTS = {"__pycache__", ".pytest_cache", "build", "dist"}
+_SKIPPED_SUFFIXES = (".pyc", ".egg-info")
+# Distributions whose code shapes a synthesis beside the project's own.
+_DISTRIBUTIONS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-kubernetes", "protobuf", "PyYAML")
+
+
+def _files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for name in INPUTS:
+        top = root / name
+        if top.is_file():
+            out.append(top)
+            continue
+        for path in top.rglob("*"):
+            parts = path.relative_to(root).parts
+            if path.is_file() and not _SKIPPED_PARTS & set(parts) and not any(p.endswith(_SKIPPED_SUFFIXES) for p in parts):
+                out.append(path)
+    return sorted(out)
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over the path and bytes of every file the program reads below `root`."""
+    digest = hashlib.sha256()
+    for path in _files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def environment() -> str:
+    """The interpreter and the SDK versions, as one line."""
+    versions = []
+    for name in _DISTRIBUTIONS:
+        try:
+            versions.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} missing")
+    return f"{sys.version} {' '.join(versions)}"
+
+
+def key(tree: str, root: Path, stack_rel: str, recipe: str, env: str) -> str:
+    """The cache key of the stack file `stack_rel` of the tree at `root` whose digest is `tree`."""
+    digest = hashlib.sha256()
+    for part in (tree, stack_rel, (root / stack_rel).read_bytes().hex(), recipe, env):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def get(folder: Path, entry: str) -> dict[str, Any] | None:
+    path = folder / f"{entry}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def put(folder: Path, entry: str, value: dict[str, Any]) -> None:
+    """Written to a temporary file and renamed, so a reader never sees half an entry; a cache
+    that cannot be written (a read-only checkout) is skipped, not an error."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(dir=folder, prefix=f".{entry}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, sort_keys=True)
+        os.replace(staging, folder / f"{entry}.json")
+    except OSError:
+        return

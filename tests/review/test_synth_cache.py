@@ -1,0 +1,100 @@
+"""The review's synthesis cache: a key changes with every input the program reads, a stack the
+same in both trees is synthesized once, a warm cache synthesizes nothing, and errors (which name
+each tree's own path) are never shared."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.tools import synth_cache
+from infra.tools.review import trees
+
+STACK = "stacks/Pulumi.a.yaml"
+
+
+def tiny_tree(root: Path) -> Path:
+    for rel, text in {
+        "Pulumi.yaml": "name: gpu-platform\n",
+        "components/spec.py": "LIMIT = 1\n",
+        "infra/program.py": "def main(): ...\n",
+        "training_images/Dockerfile": "FROM scratch\n",
+        STACK: "config: {}\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def key_of(root: Path) -> str:
+    return synth_cache.key(synth_cache.tree_digest(root), root, STACK, "recipe", "env")
+
+
+@pytest.mark.parametrize("rel", ["components/spec.py", "infra/program.py", "training_images/Dockerfile", "Pulumi.yaml", STACK])
+def test_a_changed_input_is_a_different_key(tmp_path: Path, rel: str) -> None:
+    root = tiny_tree(tmp_path)
+    before = key_of(root)
+    (root / rel).write_text((root / rel).read_text() + "# changed\n")
+    assert key_of(root) != before
+
+
+def test_bytecode_and_build_output_do_not_change_the_key(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    before = key_of(root)
+    (root / "components" / "__pycache__").mkdir()
+    (root / "components" / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"\0")
+    (root / "build").mkdir()
+    (root / "build" / "out.json").write_text("{}")
+    assert key_of(root) == before
+
+
+def test_the_same_files_in_another_folder_are_the_same_key(tmp_path: Path) -> None:
+    assert key_of(tiny_tree(tmp_path / "one")) == key_of(tiny_tree(tmp_path / "two"))
+
+
+class FakeSnapshots:
+    """Stands in for the snapshot processes: records what each would synthesize."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.jobs: list[tuple[str, list[str]]] = []
+
+    def __call__(self, jobs: list[tuple[str, Path, list[str]]]) -> list[dict[str, Any]]:
+        self.jobs += [(label, rels) for label, _, rels in jobs]
+        return [{"a": self.value(tree)} for _, tree, _ in jobs]
+
+
+def two_trees(tmp_path: Path) -> dict[str, Path]:
+    base = tiny_tree(tmp_path / "base")
+    working = tmp_path / "working"
+    shutil.copytree(base, working)
+    return {"base": base, "working": working}
+
+
+def test_a_stack_the_same_in_both_trees_is_synthesized_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSnapshots(lambda tree: {"resources": []})
+    monkeypatch.setattr(trees, "_run_snapshots", fake)
+    results = trees.snapshots(two_trees(tmp_path), [STACK], tmp_path / "cache")
+    assert fake.jobs == [("base", [STACK])]
+    assert results == {"base": {"a": {"resources": []}}, "working": {"a": {"resources": []}}}
+
+
+def test_a_warm_cache_synthesizes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSnapshots(lambda tree: {"resources": []})
+    monkeypatch.setattr(trees, "_run_snapshots", fake)
+    folders = two_trees(tmp_path)
+    cold = trees.snapshots(folders, [STACK], tmp_path / "cache")
+    fake.jobs.clear()
+    assert trees.snapshots(folders, [STACK], tmp_path / "cache") == cold
+    assert fake.jobs == []
+
+
+def test_an_error_is_not_shared_between_trees_nor_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSnapshots(lambda tree: {"error": f"{tree.name}: invalid"})
+    monkeypatch.setattr(trees, "_run_snapshots", fake)
+    results = trees.snapshots(two_trees(tmp_path), [STACK], tmp_path / "cache")
+    assert results == {"base": {"a": {"error": "base: invalid"}}, "working": {"a": {"error": "working: invalid"}}}
+    assert not (tmp_path / "cache").exists()
