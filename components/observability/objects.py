@@ -230,11 +230,13 @@ def rule_object(spec: PlatformSpec, groups: list[dict[str, Any]]) -> dict[str, A
 
 def managed_components(spec: PlatformSpec) -> list[str]:
     """GKE's metric packages for managed collection (pulumi-gcp ClusterMonitoringConfig
-    enable_components): DCGM where the spec wants GPU metrics, and with the managed backend the
-    kube state packages (pods, workloads, JobSets) and the kubelet's. Empty: leave collection off."""
+    enable_components), with the managed backend only: DCGM where the spec wants GPU metrics, the
+    kube state packages (pods, workloads, JobSets) and the kubelet's. With the chart on GKE,
+    NVIDIA's exporter collects the GPUs (two collectors on one GPU conflict) and the chart's
+    kube-state-metrics the objects, so no package is enabled. Empty: leave collection off."""
+    if spec.observability.backend(spec.cloud) != "managed":
+        return []
     components = ["SYSTEM_COMPONENTS"]
     if spec.monitoring.dcgm:
         components.append("DCGM")
-    if spec.observability.backend(spec.cloud) == "managed":
-        components += ["POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"]
-    return components if len(components) > 1 else []
+    return [*components, "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"]

@@ -28,6 +28,15 @@ def _stack(stack: str) -> synth.Synthesis:
     return synth.run(program.main, stackfile.project_name(REPO), stack, pulumi_config)
 
 
+@cache
+def _gke_with_the_chart() -> synth.Synthesis:
+    """dev-gcp with `observability.prometheus: kube-prometheus-stack`."""
+    config = copy.deepcopy(stackfile.read("dev-gcp", REPO).config)
+    config["gpu-platform:platform"]["observability"] = {"prometheus": "kube-prometheus-stack"}
+    pulumi_config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    return synth.run(program.main, stackfile.project_name(REPO), "dev-gcp", pulumi_config)
+
+
 def _kinds(synthesis: synth.Synthesis) -> set[str]:
     return {obj["kind"] for obj in synthesis.kubernetes_objects()}
 
@@ -214,3 +223,29 @@ def test_without_the_collector_s_secret_access_the_kueue_scrape_is_reported() ->
 def test_without_the_metrics_reader_binding_the_kueue_scrape_is_reported() -> None:
     objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "kueue-scraper" not in o["metadata"]["name"]]
     assert _kueue_scrape_problems(objs) == ["the token's account may not GET Kueue's /metrics"]
+
+
+def test_gke_with_the_chart_runs_nvidia_s_exporter_in_the_namespace_its_service_monitor_names() -> None:
+    synthesis = _gke_with_the_chart()
+    assert charts.DCGM_EXPORTER.name in _releases(synthesis)
+    objs = synthesis.kubernetes_objects()
+    namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+    assert monitor["metadata"]["namespace"] in namespaces
+
+
+def test_gke_with_the_chart_leaves_gke_s_dcgm_package_off_so_one_collector_reads_each_gpu() -> None:
+    [cluster] = _gke_with_the_chart().by_type("gcp:container/cluster:Cluster")
+    config = cluster["inputs"].get("monitoringConfig") or {}
+    assert "DCGM" not in config.get("enableComponents", [])
+
+
+def test_nvidia_s_exporter_on_gke_reads_the_driver_gke_installs_on_the_host() -> None:
+    [release] = [r for r in _gke_with_the_chart().by_type(HELM) if r["inputs"]["name"] == charts.DCGM_EXPORTER.name]
+    values = release["inputs"]["values"]
+    volume = {"name": "nvidia-install-dir-host", "hostPath": "/home/kubernetes/bin/nvidia"}
+    assert volume in values["extraHostVolumes"]
+    assert {"name": volume["name"], "mountPath": "/usr/local/nvidia", "readOnly": True} in values["extraVolumeMounts"]
+    assert {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"} in values["extraEnv"]
+    keys = json.loads((REPO / "tests/data/charts/dcgm-exporter-4.8.2.keys.json").read_text())
+    assert charts.unknown_values_keys(values, keys) == []
