@@ -74,11 +74,15 @@ IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 @dataclass(frozen=True)
 class RemoteWrite:
     """An Amazon Managed Service for Prometheus workspace the chart's Prometheus writes to:
-    its remote write URL, its region (sigv4 signs for it) and the IRSA role allowed to write."""
+    its remote write URL, its region (sigv4 signs for it) and the IRSA role allowed to write.
+    `grants`: what gives that role its rights (the role's policy); the release waits for them,
+    since the role's ARN alone orders it after the role but not after its policy, and a
+    Prometheus started before the policy exists is refused (403) until it does."""
 
     url: pulumi.Input[str]
     region: str
     role_arn: pulumi.Input[str]
+    grants: tuple[pulumi.Resource, ...] = ()
 
 
 def kube_prometheus_stack_values(spec: PlatformSpec, remote_write: RemoteWrite | None = None) -> dict[str, Any]:

@@ -72,7 +72,9 @@ def declare(
         namespace=chart.namespace,
         create_namespace=False,
         values=objects.kube_prometheus_stack_values(spec, remote_write),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[namespace, *(remote_write.grants if remote_write else ())])
+        ),
     )
     after_crds = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release, *after]))
     scraped = objects.operator_scrape_objects()
