@@ -69,3 +69,18 @@ def test_every_left_out_rule_is_documented_in_the_runbook() -> None:
 def test_the_chart_s_exporter_lists_hold_what_the_rules_read() -> None:
     assert {"kube_node_status_condition", "kube_pod_created", "kube_pod_status_ready_time"} <= metrics.KUBE_STATE_METRICS
     assert "node_cpu_seconds_total" in metrics.NODE_EXPORTER
+
+
+def _idle_expr(platform: dict[str, Any]) -> str:
+    [rule] = [r for r in _rules(_groups(platform)) if r.get("alert") == "GpuAllocatedButIdle"]
+    return rule["expr"]
+
+
+def test_the_idle_gpu_alert_on_gke_drops_the_managed_exporter_s_own_namespace() -> None:
+    assert 'namespace!~"dcgm-exporter|gke-managed-system"' in _idle_expr(_gcp_platform())
+
+
+def test_the_idle_gpu_alert_with_the_chart_drops_only_nvidia_s_exporter_namespace() -> None:
+    platform = _gcp_platform()
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    assert 'namespace!="dcgm-exporter"' in _idle_expr(platform)
