@@ -171,6 +171,12 @@ GKE_KUBE_STATE: frozenset[str] = frozenset(
     }
 )
 
+# GKE's system metrics the managed backend's GlobalRules read (Cloud Monitoring names, queried in
+# PromQL by `__name__`): the node condition metric, GKE 1.32.1-gke.1357001 or later (GKE's GPU
+# monitoring page, "Node health metrics"; GoogleCloudPlatform/monitoring-dashboard-samples
+# dashboards/google-kubernetes-engine/gke-jobset-interruption-playbook.json queries it).
+GKE_SYSTEM: frozenset[str] = frozenset({"kubernetes.io/node/status_condition"})
+
 # Series Prometheus writes itself for every target.
 PROMETHEUS: frozenset[str] = frozenset({"up", "scrape_duration_seconds"})
 
@@ -201,11 +207,11 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 def published(backend: str = "kube-prometheus-stack") -> frozenset[str]:
     """Every series the backend's exporters and the trainer publish, histogram series included.
-    `managed` (GKE): GKE's DCGM and kube state packages instead of the chart's exporters, no
-    node exporter; Kueue and the trainers are scraped by the platform's own objects on every
+    `managed` (GKE): GKE's DCGM and kube state packages and its system metrics instead of the
+    chart's exporters, no node exporter; Kueue and the trainers are scraped by the platform's own objects on every
     backend. Any other backend runs the chart (kube-prometheus-stack, amp)."""
     histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
     common = KUEUE | frozenset(histograms) | PROMETHEUS | TRAINER
     if backend == "managed":
-        return common | GKE_DCGM | GKE_KUBE_STATE
+        return common | GKE_DCGM | GKE_KUBE_STATE | GKE_SYSTEM
     return common | DCGM | KUBE_STATE_METRICS | NODE_EXPORTER

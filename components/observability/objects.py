@@ -232,6 +232,12 @@ def rule_object(spec: PlatformSpec, groups: list[dict[str, Any]]) -> dict[str, A
     }
 
 
+def global_rule_object(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """GMP's GlobalRules (cluster-scoped, spec.groups as ClusterRules; prometheus-engine@v0.17.2
+    pkg/operator/apis/monitoring/v1/rules_types.go): the rules on Cloud Monitoring metrics."""
+    return {"apiVersion": GMP_API, "kind": "GlobalRules", "metadata": _metadata("gpu-platform"), "spec": {"groups": groups}}
+
+
 def managed_components(spec: PlatformSpec) -> list[str]:
     """GKE's metric packages for managed collection (pulumi-gcp ClusterMonitoringConfig
     enable_components), with the managed backend only: DCGM where the spec wants GPU metrics, the

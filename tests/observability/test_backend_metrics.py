@@ -13,7 +13,7 @@ from promql_names import unknown_metrics
 
 from components.facts import metrics
 from components.kubernetes.tiers import priority_tiers
-from components.observability.rules import NOT_ON_GKE, rule_groups
+from components.observability.rules import GKE_SYSTEM_RULES, NOT_ON_GKE, global_rule_groups, rule_groups
 from infra import stackfile
 
 
@@ -22,8 +22,9 @@ def _gcp_platform() -> dict[str, Any]:
 
 
 def _groups(platform: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every group the backend evaluates: ClusterRules' (or PrometheusRule's) and GlobalRules'."""
     spec = spec_of(platform)
-    return rule_groups(spec, pools_of(platform), priority_tiers(spec))
+    return rule_groups(spec, pools_of(platform), priority_tiers(spec)) + global_rule_groups(spec)
 
 
 def _rules(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -84,3 +85,22 @@ def test_the_idle_gpu_alert_with_the_chart_drops_only_nvidia_s_exporter_namespac
     platform = _gcp_platform()
     platform["observability"] = {"prometheus": "kube-prometheus-stack"}
     assert 'namespace!="dcgm-exporter"' in _idle_expr(platform)
+
+
+def test_gke_evaluates_node_not_ready_from_its_system_metric_in_global_rules_alone() -> None:
+    spec = spec_of(_gcp_platform())
+    cluster_rules = {r.get("alert") for g in rule_groups(spec, pools_of(_gcp_platform()), priority_tiers(spec)) for r in g["rules"]}
+    global_rules = {r.get("alert") for g in global_rule_groups(spec) for r in g["rules"]}
+    assert global_rules == set(GKE_SYSTEM_RULES) == {"NodeNotReady"}
+    assert not cluster_rules & global_rules
+
+
+def test_the_chart_has_no_global_rules() -> None:
+    platform = _gcp_platform()
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    assert global_rule_groups(spec_of(platform)) == []
+
+
+def test_gke_s_node_condition_metric_is_a_published_gke_series_only() -> None:
+    assert "kubernetes.io/node/status_condition" in metrics.published("managed")
+    assert "kubernetes.io/node/status_condition" not in metrics.published()

@@ -54,7 +54,7 @@ def test_gke_enables_managed_collection_with_the_kube_state_packages() -> None:
 
 def test_gke_declares_gmp_objects_that_validate_against_gmp_crds() -> None:
     gmp = [obj for obj in _stack("dev-gcp").kubernetes_objects() if obj["apiVersion"] == "monitoring.googleapis.com/v1"]
-    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules", "PodMonitoring"}
+    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules", "GlobalRules", "PodMonitoring"}
     for obj in gmp:
         schema = crd_schema(obj["apiVersion"], obj["kind"])
         assert schema is not None
@@ -249,3 +249,47 @@ def test_nvidia_s_exporter_on_gke_reads_the_driver_gke_installs_on_the_host() ->
     assert {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"} in values["extraEnv"]
     keys = json.loads((REPO / "tests/data/charts/dcgm-exporter-4.8.2.keys.json").read_text())
     assert charts.unknown_values_keys(values, keys) == []
+
+
+def _selectors_outside(rules: dict[str, Any], cluster: str) -> list[str]:
+    """GlobalRules add no scope (prometheus-engine@v0.17.2 rules_config.go: an empty label set):
+    a selector that does not name the cluster reads every cluster of the project."""
+    import promql_parser
+
+    unscoped: list[str] = []
+    for group in rules["spec"]["groups"]:
+        for rule in group["rules"]:
+            def visit(node: object, expr: str = rule["expr"]) -> None:
+                if isinstance(node, promql_parser.VectorSelector) and not any(
+                    m.name == "cluster_name" and m.op == promql_parser.MatchOp.Equal and m.value == cluster
+                    for m in node.matchers.matchers
+                ):
+                    unscoped.append(expr)
+
+            promql_parser.walk(promql_parser.parse(rule["expr"]), visit)
+    return unscoped
+
+
+def _global_rules() -> dict[str, Any]:
+    [rules] = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] == "GlobalRules"]
+    return rules
+
+
+def test_gke_s_global_rules_read_only_this_cluster_s_nodes() -> None:
+    [cluster] = _stack("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    assert _selectors_outside(_global_rules(), cluster["inputs"]["name"]) == []
+    [alert] = [r for g in _global_rules()["spec"]["groups"] for r in g["rules"]]
+    assert alert["alert"] == "NodeNotReady"
+    assert '__name__="kubernetes.io/node/status_condition"' in alert["expr"] and 'condition="Ready"' in alert["expr"]
+
+
+def test_a_global_rule_without_the_cluster_matcher_is_reported() -> None:
+    wrong = copy.deepcopy(_global_rules())
+    wrong["spec"]["groups"][0]["rules"][0]["expr"] = 'max({__name__="kubernetes.io/node/status_condition", status="False"}) > 0'
+    [cluster] = _stack("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    assert _selectors_outside(wrong, cluster["inputs"]["name"]) == [wrong["spec"]["groups"][0]["rules"][0]["expr"]]
+
+
+def test_gke_with_the_chart_declares_no_gmp_rules() -> None:
+    kinds = _kinds(_gke_with_the_chart())
+    assert not {"GlobalRules", "ClusterRules"} & kinds and "PrometheusRule" in kinds
