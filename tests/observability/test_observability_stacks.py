@@ -293,3 +293,10 @@ def test_a_global_rule_without_the_cluster_matcher_is_reported() -> None:
 def test_gke_with_the_chart_declares_no_gmp_rules() -> None:
     kinds = _kinds(_gke_with_the_chart())
     assert not {"GlobalRules", "ClusterRules"} & kinds and "PrometheusRule" in kinds
+
+
+def test_gke_with_the_chart_declares_operator_objects_that_validate_against_their_crds() -> None:
+    custom = [o for o in _gke_with_the_chart().kubernetes_objects() if o["apiVersion"] == "monitoring.coreos.com/v1"]
+    assert {o["kind"] for o in custom} == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    for obj in custom:
+        jsonschema.validate(obj, crd_schema(obj["apiVersion"], obj["kind"]))
