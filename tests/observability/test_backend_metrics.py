@@ -104,3 +104,11 @@ def test_the_chart_has_no_global_rules() -> None:
 def test_gke_s_node_condition_metric_is_a_published_gke_series_only() -> None:
     assert "kubernetes.io/node/status_condition" in metrics.published("managed")
     assert "kubernetes.io/node/status_condition" not in metrics.published()
+
+
+def test_gke_s_kube_state_list_covers_exactly_the_kube_state_packages_the_platform_enables() -> None:
+    from components.observability.objects import managed_components
+
+    kube_state = {"POD", "DEPLOYMENT", "STATEFULSET", "DAEMONSET", "JOBSET", "HPA", "STORAGE"}
+    enabled = set(managed_components(spec_of(_gcp_platform()))) & kube_state
+    assert set(metrics.GKE_KUBE_STATE_BY_PACKAGE) == enabled
