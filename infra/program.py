@@ -156,7 +156,7 @@ class Cluster:
     outputs: dict[str, Any] = field(default_factory=dict)
     # Per team namespace: bind its `trainer` Kubernetes account to the team's cloud identity.
     trainer_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
-    # The cloud runs its own DCGM collector (GKE managed DCGM metrics).
+    # The cloud runs its own DCGM collector (GKE's managed DCGM package, managed collection only).
     collects_dcgm: bool = False
     # Where `trainer.image: build` pushes; None on existing clusters.
     registry: RegistryLogin | None = None
@@ -200,7 +200,9 @@ def build_cluster(spec: PlatformSpec, pools: list[Pool]) -> Cluster:
         platform.ready,
         platform.outputs,
         trainer_annotations={ns: dict(a) for ns, a in platform.trainer_annotations.items()},
-        collects_dcgm=spec.monitoring.dcgm,
+        # GKE's DCGM package feeds only managed collection; with the chart NVIDIA's exporter runs
+        # (components.observability.objects.managed_components leaves the package off then).
+        collects_dcgm=spec.monitoring.dcgm and spec.observability.backend(spec.cloud) == "managed",
         registry=platform.registry,
         # Fleet jobs name one claim on every worker; here it is the bucket (components.fleet.data).
         data_volume=gcs_data_volume(spec) if spec.fleet.worker else None,

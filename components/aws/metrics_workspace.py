@@ -39,7 +39,7 @@ class MetricsWorkspace(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         workspace = aws.amp.Workspace(name, alias=alias, opts=child)
         role = cluster.irsa_role(f"{name}-remote-write", [PROMETHEUS_SUBJECT], child)
-        aws.iam.RolePolicy(
+        policy = aws.iam.RolePolicy(
             f"{name}-remote-write",
             role=role.id,
             policy=workspace.arn.apply(lambda arn: json.dumps(iam.prometheus_remote_write_policy(arn))),
@@ -50,5 +50,6 @@ class MetricsWorkspace(pulumi.ComponentResource):
             url=workspace.prometheus_endpoint.apply(lambda endpoint: f"{endpoint}{REMOTE_WRITE_PATH}"),
             region=account.region,
             role_arn=role.arn,
+            grants=(policy,),
         )
         self.register_outputs({"endpoint": self.endpoint})

@@ -119,9 +119,8 @@ NODE_EXPORTER: frozenset[str] = frozenset(NODE_EXPORTER_SERIES)
 # GKE's managed packages (observability.prometheus: managed) export a subset, not the open-source
 # exporters' lists. DCGM package: the table of GKE's "Collect and view DCGM metrics"
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/dcgm-metrics); no XID, ECC or
-# violation counter is among them. The stored copies of this page and the kube state one below
-# were read only in part (their tables were cut off): re-check both lists against the pages when
-# they are next read whole.
+# violation counter is among them. The stored copy of this page was read only in part (its
+# table was cut off): re-check this list against the page when it is next read whole.
 GKE_DCGM: frozenset[str] = frozenset(
     {
         "DCGM_FI_DEV_FB_FREE",
@@ -149,27 +148,54 @@ GKE_DCGM: frozenset[str] = frozenset(
         "DCGM_FI_PROF_SM_ACTIVE",
     }
 )
-# Kube state packages (Cloud Monitoring "Use kube state metrics",
-# https://cloud.google.com/stackdriver/docs/solutions/gke/kube-state-metrics), the POD package the
-# platform enables (components.observability.objects.managed_components): container states,
-# restarts, requests and limits, phase and unschedulable. There is no node package, so
-# kube_node_* is not exported on GKE, nor are the pod creation and ready timestamps.
-GKE_KUBE_STATE: frozenset[str] = frozenset(
-    {
-        "kube_pod_container_resource_limits",
-        "kube_pod_container_resource_requests",
-        "kube_pod_container_status_last_terminated_reason",
+# Kube state packages: the PromQL names of the tables of GKE's "Collect and view kube state
+# metrics" (https://docs.cloud.google.com/kubernetes-engine/docs/how-to/kube-state-metrics, read
+# whole, last updated 2026-04-10), for the packages the platform enables
+# (components.observability.objects.managed_components): POD, DEPLOYMENT, STATEFULSET, DAEMONSET
+# and JOBSET (HPA and STORAGE are not enabled). There is no node package, so kube_node_* is not
+# exported on GKE, nor are pod creation and ready timestamps, requests, limits or restarts.
+GKE_KUBE_STATE_BY_PACKAGE: dict[str, tuple[str, ...]] = {
+    "POD": (
         "kube_pod_container_status_ready",
-        "kube_pod_container_status_restarts_total",
-        "kube_pod_container_status_running",
-        "kube_pod_container_status_terminated",
-        "kube_pod_container_status_terminated_reason",
-        "kube_pod_container_status_waiting",
         "kube_pod_container_status_waiting_reason",
         "kube_pod_status_phase",
         "kube_pod_status_unschedulable",
-    }
-)
+    ),
+    "DEPLOYMENT": (
+        "kube_deployment_spec_replicas",
+        "kube_deployment_status_replicas_available",
+        "kube_deployment_status_replicas_updated",
+    ),
+    "STATEFULSET": (
+        "kube_statefulset_replicas",
+        "kube_statefulset_status_replicas_ready",
+        "kube_statefulset_status_replicas_updated",
+    ),
+    "DAEMONSET": (
+        "kube_daemonset_status_desired_number_scheduled",
+        "kube_daemonset_status_number_misscheduled",
+        "kube_daemonset_status_number_ready",
+        "kube_daemonset_status_updated_number_scheduled",
+    ),
+    # GKE 1.32.1-gke.1357001 or later; kube_jobset_restarts from 1.32.4-gke.1767000 / 1.33.0-gke.1868000.
+    "JOBSET": (
+        "kube_jobset_specified_replicas",
+        "kube_jobset_ready_replicas",
+        "kube_jobset_succeeded_replicas",
+        "kube_jobset_failed_replicas",
+        "kube_jobset_active_replicas",
+        "kube_jobset_suspended_replicas",
+        "kube_jobset_status_condition",
+        "kube_jobset_restarts",
+    ),
+}
+GKE_KUBE_STATE: frozenset[str] = frozenset(name for names in GKE_KUBE_STATE_BY_PACKAGE.values() for name in names)
+
+# GKE's system metrics the managed backend's GlobalRules read (Cloud Monitoring names, queried in
+# PromQL by `__name__`): the node condition metric, GKE 1.32.1-gke.1357001 or later (GKE's GPU
+# monitoring page, "Node health metrics"; GoogleCloudPlatform/monitoring-dashboard-samples
+# dashboards/google-kubernetes-engine/gke-jobset-interruption-playbook.json queries it).
+GKE_SYSTEM: frozenset[str] = frozenset({"kubernetes.io/node/status_condition"})
 
 # Series Prometheus writes itself for every target.
 PROMETHEUS: frozenset[str] = frozenset({"up", "scrape_duration_seconds"})
@@ -201,11 +227,11 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 def published(backend: str = "kube-prometheus-stack") -> frozenset[str]:
     """Every series the backend's exporters and the trainer publish, histogram series included.
-    `managed` (GKE): GKE's DCGM and kube state packages instead of the chart's exporters, no
-    node exporter; Kueue and the trainers are scraped by the platform's own objects on every
+    `managed` (GKE): GKE's DCGM and kube state packages and its system metrics instead of the
+    chart's exporters, no node exporter; Kueue and the trainers are scraped by the platform's own objects on every
     backend. Any other backend runs the chart (kube-prometheus-stack, amp)."""
     histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
     common = KUEUE | frozenset(histograms) | PROMETHEUS | TRAINER
     if backend == "managed":
-        return common | GKE_DCGM | GKE_KUBE_STATE
+        return common | GKE_DCGM | GKE_KUBE_STATE | GKE_SYSTEM
     return common | DCGM | KUBE_STATE_METRICS | NODE_EXPORTER

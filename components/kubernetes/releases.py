@@ -56,12 +56,37 @@ DCGM_COUNTERS_DIR = "/etc/dcgm-exporter/gpu-platform"
 DCGM_COUNTERS_FILE = "counters.csv"
 
 
+# GKE installs the NVIDIA driver on the host under /home/kubernetes/bin/nvidia and has no NVIDIA
+# container runtime to inject it, so an exporter on GKE mounts it at /usr/local/nvidia, finds its
+# libraries by LD_LIBRARY_PATH and runs privileged to see the GPU devices, as GMP's DCGM example
+# does (GoogleCloudPlatform/prometheus-engine examples/nvidia-dcgm/exporter.yaml). The chart's
+# `extraHostVolumes` (name, hostPath), `extraVolumeMounts` and `extraEnv` carry them
+# (NVIDIA/dcgm-exporter deployment/templates/daemonset.yaml; dcgm-exporter-4.8.2 values.yaml).
+GKE_DRIVER_HOST_DIR = "/home/kubernetes/bin/nvidia"
+GKE_DRIVER_DIR = "/usr/local/nvidia"
+GKE_DRIVER_VOLUME = "nvidia-install-dir-host"
+
+
 def dcgm_exporter_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any]:
     """Values of the dcgm-exporter chart: GPU nodes only, a ServiceMonitor only where asked.
 
     The chart creates a ServiceMonitor by default, which fails on clusters without the
-    Prometheus Operator's CRDs, so it is always set explicitly.
+    Prometheus Operator's CRDs, so it is always set explicitly. On GKE (the chart's backend
+    there; managed collection uses GKE's own package) it also reads the host's driver.
     """
+    values = _dcgm_exporter_base_values(spec, pools)
+    if spec.cloud == "gcp":
+        values["extraHostVolumes"] = [{"name": GKE_DRIVER_VOLUME, "hostPath": GKE_DRIVER_HOST_DIR}]
+        values["extraVolumeMounts"] = [
+            *values["extraVolumeMounts"],
+            {"name": GKE_DRIVER_VOLUME, "mountPath": GKE_DRIVER_DIR, "readOnly": True},
+        ]
+        values["extraEnv"] = [{"name": "LD_LIBRARY_PATH", "value": f"{GKE_DRIVER_DIR}/lib64"}]
+        values["securityContext"] = {"privileged": True, "runAsNonRoot": False, "runAsUser": 0}
+    return values
+
+
+def _dcgm_exporter_base_values(spec: PlatformSpec, pools: list[Pool]) -> dict[str, Any]:
     return {
         "affinity": gpu_node_affinity(pools),
         "tolerations": gpu_tolerations(pools),

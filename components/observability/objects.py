@@ -74,11 +74,15 @@ IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 @dataclass(frozen=True)
 class RemoteWrite:
     """An Amazon Managed Service for Prometheus workspace the chart's Prometheus writes to:
-    its remote write URL, its region (sigv4 signs for it) and the IRSA role allowed to write."""
+    its remote write URL, its region (sigv4 signs for it) and the IRSA role allowed to write.
+    `grants`: what gives that role its rights (the role's policy); the release waits for them,
+    since the role's ARN alone orders it after the role but not after its policy, and a
+    Prometheus started before the policy exists is refused (403) until it does."""
 
     url: pulumi.Input[str]
     region: str
     role_arn: pulumi.Input[str]
+    grants: tuple[pulumi.Resource, ...] = ()
 
 
 def kube_prometheus_stack_values(spec: PlatformSpec, remote_write: RemoteWrite | None = None) -> dict[str, Any]:
@@ -228,13 +232,21 @@ def rule_object(spec: PlatformSpec, groups: list[dict[str, Any]]) -> dict[str, A
     }
 
 
+def global_rule_object(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """GMP's GlobalRules (cluster-scoped, spec.groups as ClusterRules; prometheus-engine@v0.17.2
+    pkg/operator/apis/monitoring/v1/rules_types.go): the rules on Cloud Monitoring metrics."""
+    return {"apiVersion": GMP_API, "kind": "GlobalRules", "metadata": _metadata("gpu-platform"), "spec": {"groups": groups}}
+
+
 def managed_components(spec: PlatformSpec) -> list[str]:
     """GKE's metric packages for managed collection (pulumi-gcp ClusterMonitoringConfig
-    enable_components): DCGM where the spec wants GPU metrics, and with the managed backend the
-    kube state packages (pods, workloads, JobSets) and the kubelet's. Empty: leave collection off."""
+    enable_components), with the managed backend only: DCGM where the spec wants GPU metrics, the
+    kube state packages (pods, workloads, JobSets) and the kubelet's. With the chart on GKE,
+    NVIDIA's exporter collects the GPUs (two collectors on one GPU conflict) and the chart's
+    kube-state-metrics the objects, so no package is enabled. Empty: leave collection off."""
+    if spec.observability.backend(spec.cloud) != "managed":
+        return []
     components = ["SYSTEM_COMPONENTS"]
     if spec.monitoring.dcgm:
         components.append("DCGM")
-    if spec.observability.backend(spec.cloud) == "managed":
-        components += ["POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"]
-    return components if len(components) > 1 else []
+    return [*components, "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "JOBSET", "KUBELET", "CADVISOR"]

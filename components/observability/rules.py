@@ -31,6 +31,12 @@ IDLE_TENSOR_ACTIVE = 0.01
 STALL_STEPS = 20
 STALL_FLOOR_SECONDS = 600
 DCGM_NAMESPACE = charts.DCGM_EXPORTER.namespace
+# GKE's managed DCGM exporter runs in GKE's own namespace, gke-managed-system (DaemonSet pods
+# labelled app.kubernetes.io/name=gke-managed-dcgm-exporter, as public GKE walkthroughs show
+# them; GKE's "Collect and view DCGM metrics" page, as stored here, does not name it). On the
+# managed backend both namespaces are excluded: which labels GMP's collector leaves on the
+# package's series is still to be checked on a live cluster (docs/observability.md).
+GKE_DCGM_NAMESPACE = "gke-managed-system"
 DOCS = "docs/observability.md"
 # Rules GKE's managed packages cannot feed (components.facts.metrics GKE_DCGM, GKE_KUBE_STATE),
 # left out of the managed backend's ClusterRules rather than shipped to never fire; why, per rule
@@ -40,9 +46,22 @@ NOT_ON_GKE: dict[str, str] = {
     "GpuFellOffTheBus": "GKE's DCGM package has no XID series; GKE's node auto-repair replaces the node",
     "GpuDoubleBitEccError": "GKE's DCGM package has no ECC counters",
     "GpuThermalThrottling": "GKE's DCGM package has no violation counters",
-    "NodeNotReady": "GKE's kube state packages have no node series; node auto-repair handles NotReady nodes",
     "job:pod_startup_seconds:max": "GKE's POD package has no pod created or ready timestamps",
 }
+
+
+# GKE's own system metric for node conditions (labels `condition`, `status` True/False/Unknown, on
+# the k8s_node resource, whose labels include cluster_name and node_name), as GoogleCloudPlatform/
+# monitoring-dashboard-samples dashboards/google-kubernetes-engine/gke-jobset-interruption-playbook.json
+# queries it in PromQL; GKE 1.32.1-gke.1357001 or later. A system metric carries `cluster_name`,
+# not the `cluster` label GMP's ClusterRules add to every selector (prometheus-engine@v0.17.2
+# pkg/operator/apis/monitoring/v1/rules_config.go scope()), so rules on Cloud Monitoring metrics
+# go in GlobalRules, which add no scope ("Managed rule evaluation and alerting",
+# https://cloud.google.com/stackdriver/docs/managed-prometheus/rules-managed): each selector
+# names the cluster itself.
+GKE_NODE_CONDITION = "kubernetes.io/node/status_condition"
+# Rules the managed backend evaluates from GKE's system metrics, in GlobalRules instead of ClusterRules.
+GKE_SYSTEM_RULES: frozenset[str] = frozenset({"NodeNotReady"})
 
 
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
@@ -53,6 +72,14 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict
         "labels": {"severity": severity},
         "annotations": {"summary": summary, "runbook": f"{DOCS}#{name.lower()}"},
     }
+
+
+def exporter_namespaces(spec: PlatformSpec) -> str:
+    """The label matcher that drops the exporter's own target labels: the namespaces the
+    backend's DCGM exporter runs in."""
+    if spec.observability.backend(spec.cloud) == "managed":
+        return f'namespace!~"{DCGM_NAMESPACE}|{GKE_DCGM_NAMESPACE}"'
+    return f'namespace!="{DCGM_NAMESPACE}"'
 
 
 def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
@@ -93,7 +120,7 @@ def gpu_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
         _alert(
             "GpuAllocatedButIdle",
             "max by (namespace, pod) "
-            f'(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{pod!="", namespace!="{DCGM_NAMESPACE}"}}) < {IDLE_TENSOR_ACTIVE}',
+            f'(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{pod!="", {exporter_namespaces(spec)}}}) < {IDLE_TENSOR_ACTIVE}',
             f"{idle}m",
             "warning",
             f"pod {{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} holds GPUs with no tensor activity for {idle}m",
@@ -109,6 +136,24 @@ def node_alerts() -> list[dict[str, Any]]:
             "5m",
             "warning",
             "node {{ $labels.node }} has not been Ready for 5m",
+        ),
+    ]
+
+
+def gke_node_alerts(cluster: str) -> list[dict[str, Any]]:
+    """NodeNotReady from GKE's node condition metric, for this cluster's nodes only (GlobalRules
+    query every cluster of the project)."""
+    selector = (
+        f'{{__name__="{GKE_NODE_CONDITION}", monitored_resource="k8s_node", cluster_name="{cluster}", '
+        'condition="Ready", status=~"False|Unknown"}'
+    )
+    return [
+        _alert(
+            "NodeNotReady",
+            f"max by (cluster_name, node_name) ({selector}) > 0",
+            "5m",
+            "warning",
+            "node {{ $labels.node_name }} has not been Ready for 5m",
         ),
     ]
 
@@ -218,7 +263,8 @@ def cost_records(pools: list[Pool]) -> list[dict[str, Any]]:
 
 def rule_groups(spec: PlatformSpec, pools: list[Pool], tiers: tuple[PriorityTierSpec, ...]) -> list[dict[str, Any]]:
     """The groups the stack's backend can evaluate: on GKE's managed collection, without the
-    rules whose series its packages do not export (NOT_ON_GKE), and without groups left empty."""
+    rules whose series its packages do not export (NOT_ON_GKE) or that read GKE's system metrics
+    (GKE_SYSTEM_RULES, in global_rule_groups), and without groups left empty."""
     groups: list[dict[str, Any]] = [
         {"name": "gpu-platform-gpus", "rules": gpu_alerts(spec)},
         {"name": "gpu-platform-nodes", "rules": node_alerts()},
@@ -228,8 +274,17 @@ def rule_groups(spec: PlatformSpec, pools: list[Pool], tiers: tuple[PriorityTier
     ]
     if spec.observability.backend(spec.cloud) != "managed":
         return groups
+    dropped = set(NOT_ON_GKE) | GKE_SYSTEM_RULES
     kept = [
-        {**group, "rules": [r for r in group["rules"] if r.get("alert", r.get("record")) not in NOT_ON_GKE]}
+        {**group, "rules": [r for r in group["rules"] if r.get("alert", r.get("record")) not in dropped]}
         for group in groups
     ]
     return [group for group in kept if group["rules"]]
+
+
+def global_rule_groups(spec: PlatformSpec) -> list[dict[str, Any]]:
+    """The groups on GKE's system metrics (GKE_SYSTEM_RULES), for GMP's GlobalRules: managed
+    backend only; the chart's Prometheus reads kube-state-metrics instead."""
+    if spec.observability.backend(spec.cloud) != "managed":
+        return []
+    return [{"name": "gpu-platform-gke-nodes", "rules": gke_node_alerts(spec.cluster.name)}]

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components.facts import charts
 from components.observability import dashboards, gmp_kueue, objects
-from components.observability.rules import rule_groups
+from components.observability.rules import global_rule_groups, rule_groups
 from components.pools import Pool
 from components.spec import PlatformSpec, PriorityTierSpec
 
@@ -46,7 +46,9 @@ def declare(
         return
     rules = objects.rule_object(spec, rule_groups(spec, pools, tiers))
     if backend == "managed":
-        for obj in [*objects.gmp_scrape_objects(), rules]:
+        global_groups = global_rule_groups(spec)
+        global_rules = [objects.global_rule_object(global_groups)] if global_groups else []
+        for obj in [*objects.gmp_scrape_objects(), rules, *global_rules]:
             _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts)
         # Kueue's metrics, in Kueue's namespace: after Kueue.
         in_kueue = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after))
@@ -72,7 +74,9 @@ def declare(
         namespace=chart.namespace,
         create_namespace=False,
         values=objects.kube_prometheus_stack_values(spec, remote_write),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[namespace, *(remote_write.grants if remote_write else ())])
+        ),
     )
     after_crds = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release, *after]))
     scraped = objects.operator_scrape_objects()

@@ -103,3 +103,9 @@ def test_the_default_chart_backend_declares_no_workspace(dev: Synthesis) -> None
     assert dev.by_type(WORKSPACE) == []
     assert "remoteWrite" not in _values(dev)["prometheus"]["prometheusSpec"]
     assert "prometheusWorkspaceEndpoint" not in dev.outputs
+
+
+def test_the_chart_waits_for_the_remote_write_role_s_policy_not_only_the_role(amp: Synthesis) -> None:
+    [release] = [r for r in amp.by_type(HELM) if r["inputs"]["name"] == charts.KUBE_PROMETHEUS_STACK.name]
+    [policy] = [r for r in amp.by_type("aws:iam/rolePolicy:RolePolicy") if r["name"].endswith("-remote-write")]
+    assert f"aws:iam/rolePolicy:RolePolicy::{policy['name']}" in release["options"]["dependsOn"]

@@ -19,8 +19,11 @@ def metric_names(expr: str) -> set[str]:
     names: set[str] = set()
 
     def visit(node: object) -> None:
-        if isinstance(node, promql_parser.VectorSelector) and node.name:
-            names.add(node.name)
+        if isinstance(node, promql_parser.VectorSelector):
+            if node.name:
+                names.add(node.name)
+            # A name that is no PromQL identifier (Cloud Monitoring's) is selected by `__name__`.
+            names.update(m.value for m in node.matchers.matchers if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal)
 
     promql_parser.walk(promql_parser.parse(expr), visit)
     return names

@@ -13,7 +13,7 @@ from promql_names import unknown_metrics
 
 from components.facts import metrics
 from components.kubernetes.tiers import priority_tiers
-from components.observability.rules import NOT_ON_GKE, rule_groups
+from components.observability.rules import GKE_SYSTEM_RULES, NOT_ON_GKE, global_rule_groups, rule_groups
 from infra import stackfile
 
 
@@ -22,8 +22,9 @@ def _gcp_platform() -> dict[str, Any]:
 
 
 def _groups(platform: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every group the backend evaluates: ClusterRules' (or PrometheusRule's) and GlobalRules'."""
     spec = spec_of(platform)
-    return rule_groups(spec, pools_of(platform), priority_tiers(spec))
+    return rule_groups(spec, pools_of(platform), priority_tiers(spec)) + global_rule_groups(spec)
 
 
 def _rules(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,3 +70,45 @@ def test_every_left_out_rule_is_documented_in_the_runbook() -> None:
 def test_the_chart_s_exporter_lists_hold_what_the_rules_read() -> None:
     assert {"kube_node_status_condition", "kube_pod_created", "kube_pod_status_ready_time"} <= metrics.KUBE_STATE_METRICS
     assert "node_cpu_seconds_total" in metrics.NODE_EXPORTER
+
+
+def _idle_expr(platform: dict[str, Any]) -> str:
+    [rule] = [r for r in _rules(_groups(platform)) if r.get("alert") == "GpuAllocatedButIdle"]
+    return rule["expr"]
+
+
+def test_the_idle_gpu_alert_on_gke_drops_the_managed_exporter_s_own_namespace() -> None:
+    assert 'namespace!~"dcgm-exporter|gke-managed-system"' in _idle_expr(_gcp_platform())
+
+
+def test_the_idle_gpu_alert_with_the_chart_drops_only_nvidia_s_exporter_namespace() -> None:
+    platform = _gcp_platform()
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    assert 'namespace!="dcgm-exporter"' in _idle_expr(platform)
+
+
+def test_gke_evaluates_node_not_ready_from_its_system_metric_in_global_rules_alone() -> None:
+    spec = spec_of(_gcp_platform())
+    cluster_rules = {r.get("alert") for g in rule_groups(spec, pools_of(_gcp_platform()), priority_tiers(spec)) for r in g["rules"]}
+    global_rules = {r.get("alert") for g in global_rule_groups(spec) for r in g["rules"]}
+    assert global_rules == set(GKE_SYSTEM_RULES) == {"NodeNotReady"}
+    assert not cluster_rules & global_rules
+
+
+def test_the_chart_has_no_global_rules() -> None:
+    platform = _gcp_platform()
+    platform["observability"] = {"prometheus": "kube-prometheus-stack"}
+    assert global_rule_groups(spec_of(platform)) == []
+
+
+def test_gke_s_node_condition_metric_is_a_published_gke_series_only() -> None:
+    assert "kubernetes.io/node/status_condition" in metrics.published("managed")
+    assert "kubernetes.io/node/status_condition" not in metrics.published()
+
+
+def test_gke_s_kube_state_list_covers_exactly_the_kube_state_packages_the_platform_enables() -> None:
+    from components.observability.objects import managed_components
+
+    kube_state = {"POD", "DEPLOYMENT", "STATEFULSET", "DAEMONSET", "JOBSET", "HPA", "STORAGE"}
+    enabled = set(managed_components(spec_of(_gcp_platform()))) & kube_state
+    assert set(metrics.GKE_KUBE_STATE_BY_PACKAGE) == enabled

@@ -28,6 +28,15 @@ def _stack(stack: str) -> synth.Synthesis:
     return synth.run(program.main, stackfile.project_name(REPO), stack, pulumi_config)
 
 
+@cache
+def _gke_with_the_chart() -> synth.Synthesis:
+    """dev-gcp with `observability.prometheus: kube-prometheus-stack`."""
+    config = copy.deepcopy(stackfile.read("dev-gcp", REPO).config)
+    config["gpu-platform:platform"]["observability"] = {"prometheus": "kube-prometheus-stack"}
+    pulumi_config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    return synth.run(program.main, stackfile.project_name(REPO), "dev-gcp", pulumi_config)
+
+
 def _kinds(synthesis: synth.Synthesis) -> set[str]:
     return {obj["kind"] for obj in synthesis.kubernetes_objects()}
 
@@ -45,7 +54,7 @@ def test_gke_enables_managed_collection_with_the_kube_state_packages() -> None:
 
 def test_gke_declares_gmp_objects_that_validate_against_gmp_crds() -> None:
     gmp = [obj for obj in _stack("dev-gcp").kubernetes_objects() if obj["apiVersion"] == "monitoring.googleapis.com/v1"]
-    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules", "PodMonitoring"}
+    assert {obj["kind"] for obj in gmp} == {"ClusterPodMonitoring", "ClusterRules", "GlobalRules", "PodMonitoring"}
     for obj in gmp:
         schema = crd_schema(obj["apiVersion"], obj["kind"])
         assert schema is not None
@@ -214,3 +223,80 @@ def test_without_the_collector_s_secret_access_the_kueue_scrape_is_reported() ->
 def test_without_the_metrics_reader_binding_the_kueue_scrape_is_reported() -> None:
     objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "kueue-scraper" not in o["metadata"]["name"]]
     assert _kueue_scrape_problems(objs) == ["the token's account may not GET Kueue's /metrics"]
+
+
+def test_gke_with_the_chart_runs_nvidia_s_exporter_in_the_namespace_its_service_monitor_names() -> None:
+    synthesis = _gke_with_the_chart()
+    assert charts.DCGM_EXPORTER.name in _releases(synthesis)
+    objs = synthesis.kubernetes_objects()
+    namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "dcgm-exporter"]
+    assert monitor["metadata"]["namespace"] in namespaces
+
+
+def test_gke_with_the_chart_leaves_gke_s_dcgm_package_off_so_one_collector_reads_each_gpu() -> None:
+    [cluster] = _gke_with_the_chart().by_type("gcp:container/cluster:Cluster")
+    config = cluster["inputs"].get("monitoringConfig") or {}
+    assert "DCGM" not in config.get("enableComponents", [])
+
+
+def test_nvidia_s_exporter_on_gke_reads_the_driver_gke_installs_on_the_host() -> None:
+    [release] = [r for r in _gke_with_the_chart().by_type(HELM) if r["inputs"]["name"] == charts.DCGM_EXPORTER.name]
+    values = release["inputs"]["values"]
+    volume = {"name": "nvidia-install-dir-host", "hostPath": "/home/kubernetes/bin/nvidia"}
+    assert volume in values["extraHostVolumes"]
+    assert {"name": volume["name"], "mountPath": "/usr/local/nvidia", "readOnly": True} in values["extraVolumeMounts"]
+    assert {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"} in values["extraEnv"]
+    keys = json.loads((REPO / "tests/data/charts/dcgm-exporter-4.8.2.keys.json").read_text())
+    assert charts.unknown_values_keys(values, keys) == []
+
+
+def _selectors_outside(rules: dict[str, Any], cluster: str) -> list[str]:
+    """GlobalRules add no scope (prometheus-engine@v0.17.2 rules_config.go: an empty label set):
+    a selector that does not name the cluster reads every cluster of the project."""
+    import promql_parser
+
+    unscoped: list[str] = []
+    for group in rules["spec"]["groups"]:
+        for rule in group["rules"]:
+            def visit(node: object, expr: str = rule["expr"]) -> None:
+                if isinstance(node, promql_parser.VectorSelector) and not any(
+                    m.name == "cluster_name" and m.op == promql_parser.MatchOp.Equal and m.value == cluster
+                    for m in node.matchers.matchers
+                ):
+                    unscoped.append(expr)
+
+            promql_parser.walk(promql_parser.parse(rule["expr"]), visit)
+    return unscoped
+
+
+def _global_rules() -> dict[str, Any]:
+    [rules] = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] == "GlobalRules"]
+    return rules
+
+
+def test_gke_s_global_rules_read_only_this_cluster_s_nodes() -> None:
+    [cluster] = _stack("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    assert _selectors_outside(_global_rules(), cluster["inputs"]["name"]) == []
+    [alert] = [r for g in _global_rules()["spec"]["groups"] for r in g["rules"]]
+    assert alert["alert"] == "NodeNotReady"
+    assert '__name__="kubernetes.io/node/status_condition"' in alert["expr"] and 'condition="Ready"' in alert["expr"]
+
+
+def test_a_global_rule_without_the_cluster_matcher_is_reported() -> None:
+    wrong = copy.deepcopy(_global_rules())
+    wrong["spec"]["groups"][0]["rules"][0]["expr"] = 'max({__name__="kubernetes.io/node/status_condition", status="False"}) > 0'
+    [cluster] = _stack("dev-gcp").by_type("gcp:container/cluster:Cluster")
+    assert _selectors_outside(wrong, cluster["inputs"]["name"]) == [wrong["spec"]["groups"][0]["rules"][0]["expr"]]
+
+
+def test_gke_with_the_chart_declares_no_gmp_rules() -> None:
+    kinds = _kinds(_gke_with_the_chart())
+    assert not {"GlobalRules", "ClusterRules"} & kinds and "PrometheusRule" in kinds
+
+
+def test_gke_with_the_chart_declares_operator_objects_that_validate_against_their_crds() -> None:
+    custom = [o for o in _gke_with_the_chart().kubernetes_objects() if o["apiVersion"] == "monitoring.coreos.com/v1"]
+    assert {o["kind"] for o in custom} == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    for obj in custom:
+        jsonschema.validate(obj, crd_schema(obj["apiVersion"], obj["kind"]))
