@@ -44,7 +44,7 @@ TEMPLATE_RESOURCE_PREFIX = f"{aws_facts.NODE_TEMPLATE_PREFIX}resources/"
 
 
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
-# Huge page resources are memory quantities (hugepages-2Mi: 10256Mi), counted here in MiB.
+# Huge page resources are memory quantities (hugepages-2Mi: 42242Mi), counted here in MiB.
 HUGEPAGES_PREFIX = "hugepages-"
 
 
