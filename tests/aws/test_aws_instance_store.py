@@ -140,6 +140,13 @@ def test_a_p5_4xlarge_carries_one_nvme_disk_of_3800_gb() -> None:
     assert catalog.INSTANCE_TYPES["p5.4xlarge"].instance_store == (1, 3800)
 
 
+def test_on_al2023_every_catalog_aws_type_stripes_its_instance_store_so_only_bottlerocket_takes_the_provisioned_gp3() -> None:
+    # docs/aws.md: the 6000/500 gp3 path is the Bottlerocket pools' alone.
+    aws_types = [t for t in catalog.INSTANCE_TYPES.values() if t.cloud == "aws"]
+    assert all(user_data.uses_instance_store(t, "AL2023_x86_64_NVIDIA") for t in aws_types)
+    assert not any(user_data.uses_instance_store(t, "BOTTLEROCKET_x86_64_NVIDIA") for t in aws_types)
+
+
 @pytest.mark.parametrize(("store", "policy"), [((1, 250), "RAID0"), ((0, 0), None)])
 def test_karpenter_s_instance_store_policy_reads_the_same_catalog_column(store: tuple[int, int], policy: str | None) -> None:
     spec = stackfile.read("dev-aws-karpenter", REPO).spec()
