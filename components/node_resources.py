@@ -88,7 +88,7 @@ def template_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int | s
     scale-up from zero."""
     resources: dict[str, int | str] = dict(extended_resources(pool, spec_pool))
     if spec_pool.efa and pool.instance_type is not None:
-        resources[HUGEPAGES_2MI_RESOURCE] = memory_quantity(efa_hugepages_mib(True))
+        resources[HUGEPAGES_2MI_RESOURCE] = memory_quantity(efa_hugepages_mib(pool.instance_type))
     return resources
 
 
@@ -98,18 +98,21 @@ def template_resources(pool: Pool, spec_pool: NodePoolSpec) -> dict[str, int | s
 # kubelet config and GKE (cluster-autoscaler/cloudprovider/gce/reserved.go, KubeletEvictionHardMemory).
 EVICTION_HARD_MIB = 100
 
-# Memory the kernel keeps before the kubelet counts capacity: a share of RAM plus 16 MiB, plus
-# 64 MiB of software IO TLB above 3 GiB. The cluster autoscaler's estimate for GCE nodes
-# (cluster-autoscaler/cloudprovider/gce/reserved.go, CalculateKernelReserved) takes 1/64 of RAM,
-# used for GKE. On EC2 published node dumps show about twice that missing from the nominal memory
-# before the kubelet counts it: an m5.2xlarge (32768 MiB) on AL2023 reports allocatable 31458488Ki
-# with 58 pods (awslabs/amazon-eks-ami#2367), capacity 31714 MiB once nodeadm's 893 MiB
-# kube-reserved and the 100 MiB eviction threshold are added back, 1054 MiB (3.2%) missing; a
-# g5.8xlarge (131072 MiB) reports capacity 130461372Ki (aws/aws-k8s-tester#471, Bottlerocket),
-# 3668 MiB (2.8%) missing. 1/32 of RAM covers both (tests/kubernetes/test_node_resources.py holds
-# the estimate to those figures).
-KERNEL_RESERVED_RATIO: dict[Cloud, int] = {"aws": 32, "gcp": 64, "existing": 64}
-KERNEL_RESERVED_MIB = 16
+# Memory the kernel keeps before the kubelet counts capacity: a share of RAM plus a fixed part,
+# plus 64 MiB of software IO TLB above 3 GiB. The cluster autoscaler's estimate for GCE nodes
+# (cluster-autoscaler/cloudprovider/gce/reserved.go, CalculateKernelReserved) takes 1/64 of RAM
+# and 16 MiB, used for GKE. On EC2 published node dumps miss more of the nominal memory before the
+# kubelet counts it: an m5.2xlarge (32768 MiB) on AL2023 reports allocatable 31458488Ki with 58 pods
+# (awslabs/amazon-eks-ami#2367), capacity 31714 MiB once nodeadm's 893 MiB kube-reserved and the
+# 100 MiB eviction threshold are added back, 1054 MiB (3.2%) missing; a g5.8xlarge (131072 MiB)
+# reports capacity 130461372Ki (aws/aws-k8s-tester#471, Bottlerocket), 3668 MiB (2.8%) missing; a
+# p5.48xlarge (2097152 MiB) reports capacity 2097112716Ki (shimomut/sagemaker-solutions
+# hyperpod_k8s/README.md), 49191 MiB (2.35%) missing. The share falls with size, so a flat share
+# that covers the small nodes keeps ~16 GiB too much on 2 TiB ones: 1/42 of RAM plus 576 MiB
+# covers all three with the least to spare on the g5 (tests/kubernetes/test_node_resources.py holds
+# the estimate to those figures, from both sides).
+KERNEL_RESERVED_RATIO: dict[Cloud, int] = {"aws": 42, "gcp": 64, "existing": 64}
+KERNEL_RESERVED_MIB: dict[Cloud, int] = {"aws": 576, "gcp": 16, "existing": 16}
 SWIOTLB_MIB = 64
 SWIOTLB_THRESHOLD_MIB = 3 * 1024
 
@@ -155,7 +158,7 @@ def _tiered(total: int, ranges: tuple[tuple[int | None, int], ...], scale: int) 
 
 
 def kernel_reserved_mib(memory_mib: int, cloud: Cloud = "gcp") -> int:
-    reserved = memory_mib // KERNEL_RESERVED_RATIO[cloud] + KERNEL_RESERVED_MIB
+    reserved = memory_mib // KERNEL_RESERVED_RATIO[cloud] + KERNEL_RESERVED_MIB[cloud]
     return reserved + SWIOTLB_MIB if memory_mib > SWIOTLB_THRESHOLD_MIB else reserved
 
 
@@ -176,9 +179,14 @@ def gke_memory_reserved_mib(memory_mib: int) -> int:
     return _tiered(memory_mib, ranges, 100)
 
 
-def efa_hugepages_mib(efa: bool) -> int:
-    """The 2 MiB huge pages an EFA node pre-allocates at boot (aws_facts.EFA_HUGEPAGES_2MI)."""
-    return aws_facts.EFA_HUGEPAGES_2MI * aws_facts.HUGEPAGE_2MI_MIB if efa else 0
+def efa_hugepages(shape: catalog.InstanceType) -> int:
+    """The 2 MiB huge pages an EFA node of `shape` reserves at boot: a share per vCPU, so a
+    192-vCPU node holds four times the EKS guide's flat 5128 (aws_facts.EFA_HUGEPAGES_2MI_PER_VCPU)."""
+    return aws_facts.EFA_HUGEPAGES_2MI_PER_VCPU * shape.vcpus + aws_facts.EFA_HUGEPAGES_2MI_EXTRA
+
+
+def efa_hugepages_mib(shape: catalog.InstanceType) -> int:
+    return efa_hugepages(shape) * aws_facts.HUGEPAGE_2MI_MIB
 
 
 def allocatable(cloud: Cloud, shape: catalog.InstanceType, efa: bool = False) -> Requests:
@@ -190,7 +198,7 @@ def allocatable(cloud: Cloud, shape: catalog.InstanceType, efa: bool = False) ->
     reserved = eks_memory_reserved_mib(shape.vcpus) if cloud == "aws" else gke_memory_reserved_mib(memory)
     return Requests(
         shape.vcpus * 1000 - cpu_reserved_m(shape.vcpus),
-        memory - kernel_reserved_mib(memory, cloud) - reserved - EVICTION_HARD_MIB - efa_hugepages_mib(efa),
+        memory - kernel_reserved_mib(memory, cloud) - reserved - EVICTION_HARD_MIB - (efa_hugepages_mib(shape) if efa else 0),
     )
 
 

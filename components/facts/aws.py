@@ -176,14 +176,25 @@ EFA_NETWORK_CARDS: dict[str, int] = {
     "g6e.48xlarge": 4,
 }
 
-# EFA instances pre-allocate 5128 huge pages of 2 MiB at boot (EKS user guide, "Run machine learning
-# training on Amazon EKS with Elastic Fabric Adapter",
-# https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html), which libfabric's EFA provider
-# uses for its buffers; the kubelet advertises them as hugepages-2Mi.
-EFA_HUGEPAGES_2MI = 5128
+# EFA nodes reserve 110 huge pages of 2 MiB per vCPU plus one at boot, which libfabric's EFA
+# provider uses for its bounce buffers; the kubelet advertises them as hugepages-2Mi. The EFA
+# installer's reserve script (efa-config, as quoted in bottlerocket-os/bottlerocket-core-kit#141)
+# counts 110 MB per libfabric endpoint, two endpoints per CPU, over the 2 MiB page size, plus one
+# page; Bottlerocket reserves the same without the extra page (bottlerocket-core-kit
+# sources/api/corndog/src/main.rs, HUGEPAGES_2MB_PER_CORE = 110 x num_cpus). A p5.48xlarge
+# (192 vCPUs) reports hugepages-2Mi: 42242Mi = 110 x 192 + 1 pages
+# (shimomut/sagemaker-solutions hyperpod_k8s/README.md, `kubectl describe node`). The EKS user guide's
+# flat "5128 2MiB Huge Pages" (https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) is
+# a quarter of that on a 192-vCPU type. AL2023 installs the EFA installer with --minimal
+# (awslabs/amazon-eks-ami templates/al2023/provisioners/install-efa.sh); whether that keeps the
+# per-vCPU reservation no public source shows, so the larger figure is modelled on both AMI families:
+# more huge pages leave less memory counted for pods, which only errs on the side of fitting.
+EFA_HUGEPAGES_2MI_PER_VCPU = 110
+EFA_HUGEPAGES_2MI_EXTRA = 1
 HUGEPAGE_2MI_MIB = 2
 # What a pod that uses EFA requests of them, request = limit, as the guide's example pods do
-# (`hugepages-2Mi: 5120Mi`).
+# (`hugepages-2Mi: 5120Mi`, 2560 pages; its prose says 5210Mi): below what the smallest EFA type
+# of the catalog reserves (32 vCPUs, 3521 pages).
 EFA_HUGEPAGES_REQUEST_MIB = 5120
 
 # The autoscaler's AWS provider treats nodes carrying this label as GPU nodes (its GPULabel):

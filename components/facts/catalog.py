@@ -169,7 +169,12 @@ def _gcp(
 # instance type pages (accelerated computing); EFA support from the EC2 EFA supported-instance list;
 # instance store from "Amazon EC2 instance types", accelerated computing, instance store
 # specifications (https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html#ac_instance-store):
-# every NVIDIA type listed here has NVMe SSD instance store, p5/p5e/p5en/p6-b200.48xlarge 8 x 3840 GB.
+# every NVIDIA type listed here has NVMe SSD instance store. The p5 family in GB as EC2
+# DescribeInstanceTypes totals it (InstanceStorageInfo.TotalSizeInGB, which Karpenter labels
+# karpenter.k8s.aws/instance-local-nvme: aws/karpenter-provider-aws
+# website/content/en/docs/reference/instance-types.md, 30400 for p5/p5e/p5en/p6-b200.48xlarge, 3800
+# for p5.4xlarge) over the spec pages' disk count (8 and 1): 8 x 3800 and 1 x 3800, where the spec
+# pages print 3840.
 _AWS_TYPES = (
     _aws("g4dn.xlarge", "T4", 1, 4, 16, False, 0.526, (1, 125)),
     _aws("g4dn.2xlarge", "T4", 1, 8, 32, False, 0.752, (1, 225)),
@@ -204,11 +209,11 @@ _AWS_TYPES = (
     _aws("g6e.48xlarge", "L40S", 8, 192, 1536, True, 30.131, (4, 1900)),
     _aws("p4d.24xlarge", "A100-40GB", 8, 96, 1152, True, 21.958, (8, 1000)),
     _aws("p4de.24xlarge", "A100-80GB", 8, 96, 1152, True, 27.447, (8, 1000)),
-    _aws("p5.4xlarge", "H100-80GB", 1, 16, 256, False, 6.880, (1, 3840)),
-    _aws("p5.48xlarge", "H100-80GB", 8, 192, 2048, True, 55.040, (8, 3840)),
-    _aws("p5e.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3840)),
-    _aws("p5en.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3840)),
-    _aws("p6-b200.48xlarge", "B200-180GB", 8, 192, 2048, True, 113.932, (8, 3840)),
+    _aws("p5.4xlarge", "H100-80GB", 1, 16, 256, False, 6.880, (1, 3800)),
+    _aws("p5.48xlarge", "H100-80GB", 8, 192, 2048, True, 55.040, (8, 3800)),
+    _aws("p5e.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3800)),
+    _aws("p5en.48xlarge", "H200-141GB", 8, 192, 2048, True, 63.296, (8, 3800)),
+    _aws("p6-b200.48xlarge", "B200-180GB", 8, 192, 2048, True, 113.932, (8, 3800)),
 )
 
 # name, GPU, GPU counts, vCPUs, memory GiB, GPUDirect, $/h (GPU included), GKE accelerator.

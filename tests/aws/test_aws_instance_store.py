@@ -130,9 +130,21 @@ def test_the_provisioned_gp3_performance_is_within_gp3_s_limits() -> None:
     assert aws_facts.GP3_THROUGHPUT_MIBS <= aws_facts.GP3_IOPS // 4
 
 
-@pytest.mark.parametrize("name", ["p5.48xlarge", "p5en.48xlarge"])
-def test_p5_and_p5en_carry_eight_3840_gb_nvme_disks(name: str) -> None:
-    assert catalog.INSTANCE_TYPES[name].instance_store == (8, 3840)
+@pytest.mark.parametrize("name", ["p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"])
+def test_the_8_gpu_p5_family_carries_eight_nvme_disks_of_3800_gb_as_the_ec2_api_counts_them(name: str) -> None:
+    # DescribeInstanceTypes TotalSizeInGB 30400 (Karpenter's instance-local-nvme label).
+    assert catalog.INSTANCE_TYPES[name].instance_store == (8, 3800)
+
+
+def test_a_p5_4xlarge_carries_one_nvme_disk_of_3800_gb() -> None:
+    assert catalog.INSTANCE_TYPES["p5.4xlarge"].instance_store == (1, 3800)
+
+
+def test_on_al2023_every_catalog_aws_type_stripes_its_instance_store_so_only_bottlerocket_takes_the_provisioned_gp3() -> None:
+    # docs/aws.md: the 6000/500 gp3 path is the Bottlerocket pools' alone.
+    aws_types = [t for t in catalog.INSTANCE_TYPES.values() if t.cloud == "aws"]
+    assert all(user_data.uses_instance_store(t, "AL2023_x86_64_NVIDIA") for t in aws_types)
+    assert not any(user_data.uses_instance_store(t, "BOTTLEROCKET_x86_64_NVIDIA") for t in aws_types)
 
 
 @pytest.mark.parametrize(("store", "policy"), [((1, 250), "RAID0"), ((0, 0), None)])

@@ -119,8 +119,8 @@ def test_efa_asg_templates_advertise_the_efa_devices_their_jobs_request(prod: Sy
 
 
 def test_an_efa_asg_template_advertises_the_huge_pages_the_instance_pre_allocates(prod: Synthesis) -> None:
-    # 5128 pages of 2 MiB (EKS user guide, node-efa), as a quantity resource.ParseQuantity reads.
-    assert asg_tags(prod, "ml-prod-h100-train")["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "10256Mi"
+    # 110 x 192 + 1 pages of 2 MiB (a p5.48xlarge, components.facts.aws), as a quantity resource.ParseQuantity reads.
+    assert asg_tags(prod, "ml-prod-h100-train")["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "42242Mi"
 
 
 def test_a_pool_without_efa_advertises_no_huge_pages(prod: Synthesis) -> None:

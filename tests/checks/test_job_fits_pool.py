@@ -207,7 +207,9 @@ def test_a_renderer_that_forgets_the_efa_huge_pages_asks_more_than_the_real_node
 
     def forgetful(spec: Any, pool: Any, spec_pool: Any) -> node_resources.Requests | None:
         node = allocatable(spec, pool, spec_pool)
-        return None if node is None else node + node_resources.Requests(0, node_resources.efa_hugepages_mib(spec_pool.efa))
+        if node is None or pool.instance_type is None or not spec_pool.efa:
+            return node
+        return node + node_resources.Requests(0, node_resources.efa_hugepages_mib(pool.instance_type))
 
     monkeypatch.setattr(node_resources, "job_allocatable", forgetful)
     found = misfits("prod-aws", records("prod-aws"))

@@ -301,7 +301,7 @@ def test_a_whole_node_efa_pod_leaves_the_margin_below_the_node_without_its_huge_
     requests = container_of(render("prod-aws", pool="h100-train", nodes=2, gpus_per_node=8, team="research"))["resources"]["requests"]
     assert (requests["cpu"], requests["memory"]) == (f"{expected.cpu_m}m", f"{expected.memory_mib}Mi")
     without_hugepages = node_resources.allocatable("aws", pool.instance_type)
-    assert without_hugepages.memory_mib - node.memory_mib == 5128 * 2
+    assert without_hugepages.memory_mib - node.memory_mib == (110 * 192 + 1) * 2
 
 
 def test_a_pod_that_claims_no_efa_requests_no_huge_pages() -> None:

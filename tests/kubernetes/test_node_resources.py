@@ -7,7 +7,9 @@ from k8s_support import REPO, chart_defaults
 
 from components import node_resources
 from components.checks.quantities import cpu_millicores, memory_mib
+from components.facts import aws as aws_facts
 from components.facts import catalog, charts
+from components.jobs import renderer
 from components.node_resources import DAEMONSET_REQUESTS, EFA_RESOURCE, Requests, efa_interfaces
 from components.pools import derive_pools
 from infra import stackfile
@@ -60,9 +62,21 @@ KI = 1024
 # awslabs/amazon-eks-ami#2367: m5.2xlarge, AL2023 20250807, kubelet "Allocatable" log line.
 M5_2XLARGE = catalog.InstanceType("m5.2xlarge", "aws", "T4", (0,), 8, 32, False, 0.0)
 M5_2XLARGE_ALLOCATABLE = Requests(7910, 31458488 // KI)
+# Its capacity: allocatable plus nodeadm's kube-reserved for 58 pods (11 x 58 + 255) and eviction.
+M5_2XLARGE_CAPACITY_MIB = 31458488 // KI + 11 * 58 + 255 + node_resources.EVICTION_HARD_MIB
 # aws/aws-k8s-tester#471: g5.8xlarge, `kubectl describe node` (Bottlerocket).
 G5_8XLARGE_CAPACITY_MIB = 130461372 // KI
 G5_8XLARGE_ALLOCATABLE = Requests(31850, 127462076 // KI)
+# shimomut/sagemaker-solutions hyperpod_k8s/README.md: a p5.48xlarge (192 CPUs, 8 GPUs, 32 EFA)
+# `kubectl describe node` Capacity, EFA installer on the node.
+P5_48XLARGE_CAPACITY_MIB = 2097112716 // KI
+P5_48XLARGE_HUGEPAGES_2MI_MIB = 42242
+
+PUBLISHED_CAPACITY = [
+    pytest.param(M5_2XLARGE, M5_2XLARGE_CAPACITY_MIB, id="m5.2xlarge-amazon-eks-ami#2367"),
+    pytest.param(catalog.INSTANCE_TYPES["g5.8xlarge"], G5_8XLARGE_CAPACITY_MIB, id="g5.8xlarge-aws-k8s-tester#471"),
+    pytest.param(catalog.INSTANCE_TYPES["p5.48xlarge"], P5_48XLARGE_CAPACITY_MIB, id="p5.48xlarge-sagemaker-solutions"),
+]
 
 
 @pytest.mark.parametrize(
@@ -74,14 +88,64 @@ def test_the_aws_allocatable_estimate_is_no_more_than_a_published_node_reports(s
     assert node_resources.allocatable("aws", shape).fits_in(published)
 
 
-def test_the_aws_kernel_estimate_keeps_at_least_what_a_published_node_misses_of_its_nominal_memory() -> None:
-    shape = catalog.INSTANCE_TYPES["g5.8xlarge"]
-    assert shape.memory_gib * 1024 - node_resources.kernel_reserved_mib(shape.memory_gib * 1024, "aws") <= G5_8XLARGE_CAPACITY_MIB
+def nominal_mib(shape: catalog.InstanceType) -> int:
+    return shape.memory_gib * 1024
+
+
+@pytest.mark.parametrize(("shape", "capacity_mib"), PUBLISHED_CAPACITY)
+def test_the_aws_kernel_estimate_keeps_at_least_what_a_published_node_misses_of_its_nominal_memory(
+    shape: catalog.InstanceType, capacity_mib: int
+) -> None:
+    assert nominal_mib(shape) - node_resources.kernel_reserved_mib(nominal_mib(shape), "aws") <= capacity_mib
+
+
+@pytest.mark.parametrize(("shape", "capacity_mib"), PUBLISHED_CAPACITY)
+def test_the_aws_kernel_estimate_keeps_little_more_than_a_published_node_misses(shape: catalog.InstanceType, capacity_mib: int) -> None:
+    # At most 512 MiB or 1/400 of the nominal memory beyond the dump: a flat 1/32 kept 16 GiB more on the p5.
+    spare = capacity_mib - (nominal_mib(shape) - node_resources.kernel_reserved_mib(nominal_mib(shape), "aws"))
+    assert spare <= max(512, nominal_mib(shape) // 400)
+
+
+def test_an_efa_node_s_huge_pages_estimate_is_what_a_published_p5_reports() -> None:
+    assert node_resources.efa_hugepages_mib(catalog.INSTANCE_TYPES["p5.48xlarge"]) == P5_48XLARGE_HUGEPAGES_2MI_MIB
+
+
+def test_an_efa_node_reserves_110_huge_pages_per_vcpu_and_one() -> None:
+    assert node_resources.efa_hugepages(catalog.INSTANCE_TYPES["g5.8xlarge"]) == 110 * 32 + 1
+
+
+def test_the_efa_guide_s_huge_pages_request_fits_the_smallest_efa_type() -> None:
+    smallest = min((t for t in catalog.INSTANCE_TYPES.values() if t.cloud == "aws" and t.fast_interconnect), key=lambda t: t.vcpus)
+    assert aws_facts.EFA_HUGEPAGES_REQUEST_MIB <= node_resources.efa_hugepages_mib(smallest)
+
+
+def test_a_whole_node_p5_job_fits_what_the_published_p5_leaves_its_pods() -> None:
+    spec, by_name = pools("prod-aws")
+    pool, spec_pool = by_name["h100-train"]
+    assert pool.instance_type is not None and pool.instance_type.name == "p5.48xlarge"
+    request = renderer.JobRequest(
+        pool="h100-train", nodes=2, gpus_per_node=8, team="research", tier="production", image="ghcr.io/acme/trainer:1.0.0",
+        trainer_args=[
+            "--preset", "small", "--max-steps", "100", "--checkpoint-every", "50", "--global-batch-size", "16",
+            "--seq-len", "512", "--seed", "1", "--data", "/data/datasets/corpus",
+        ],
+    )
+    jobset = renderer.render(spec, request)
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    requests = pod["containers"][0]["resources"]["requests"]
+    daemonsets = sum((DAEMONSET_REQUESTS[d] for d in node_resources.gpu_node_daemonsets(spec, pool, spec_pool)), node_resources.NOTHING)
+    # The dump's node as EKS runs it: capacity less huge pages, nodeadm's kube-reserved, eviction.
+    left = (
+        P5_48XLARGE_CAPACITY_MIB - P5_48XLARGE_HUGEPAGES_2MI_MIB - node_resources.eks_memory_reserved_mib(192)
+        - node_resources.EVICTION_HARD_MIB - daemonsets.memory_mib
+    )
+    assert memory_mib(requests["memory"]) + node_resources.JOB_MARGIN.memory_mib <= left
+    assert memory_mib(requests["hugepages-2Mi"]) <= P5_48XLARGE_HUGEPAGES_2MI_MIB
 
 
 def test_the_gke_kernel_estimate_would_be_too_optimistic_on_ec2() -> None:
     shape = catalog.INSTANCE_TYPES["g5.8xlarge"]
-    assert shape.memory_gib * 1024 - node_resources.kernel_reserved_mib(shape.memory_gib * 1024, "gcp") > G5_8XLARGE_CAPACITY_MIB
+    assert nominal_mib(shape) - node_resources.kernel_reserved_mib(nominal_mib(shape), "gcp") > G5_8XLARGE_CAPACITY_MIB
 
 
 def test_existing_nodes_have_no_known_size() -> None:

@@ -44,7 +44,7 @@ TEMPLATE_RESOURCE_PREFIX = f"{aws_facts.NODE_TEMPLATE_PREFIX}resources/"
 
 
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
-# Huge page resources are memory quantities (hugepages-2Mi: 10256Mi), counted here in MiB.
+# Huge page resources are memory quantities (hugepages-2Mi: 42242Mi), counted here in MiB.
 HUGEPAGES_PREFIX = "hugepages-"
 
 
@@ -133,8 +133,8 @@ def _aws_views(node_group: Resource, resources: Sequence[Resource], cluster: Clu
         extended = {GPU_RESOURCE: physical if slots is None else slots}
         if cluster.efa_plugin_runs(labels, taints, shape.name if shape else None):
             extended[node_resources.EFA_RESOURCE] = _efa_interfaces(node_group, resources)
-        if efa:
-            extended[node_resources.HUGEPAGES_2MI_RESOURCE] = node_resources.efa_hugepages_mib(True)
+        if efa and shape is not None:
+            extended[node_resources.HUGEPAGES_2MI_RESOURCE] = node_resources.efa_hugepages_mib(shape)
     node = NodeView(
         what=f"a node of node group {group}",
         resource=node_group.key,
