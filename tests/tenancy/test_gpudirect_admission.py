@@ -181,3 +181,15 @@ def test_gpudirect_team_namespaces_warn_and_audit_at_restricted_and_are_bound_to
 def test_stacks_without_gpudirect_pools_declare_no_policy(synthesized: Synthesized) -> None:
     kinds = {o["kind"] for o in synthesized("dev-gcp").kubernetes_objects()}
     assert "ValidatingAdmissionPolicy" not in kinds and "ValidatingAdmissionPolicyBinding" not in kinds
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.33", "1.35"])
+def test_the_policy_and_binding_validate_as_admissionregistration_v1_with_unknown_fields_as_errors(
+    synthesized: Synthesized, version: str
+) -> None:
+    from infra.tools import check
+
+    objects = [o for o in synthesized("prod-gcp").kubernetes_objects() if o["apiVersion"] == "admissionregistration.k8s.io/v1"]
+    assert sorted(o["kind"] for o in objects) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    for obj in objects:
+        assert check.schema_problem(obj, version) is None
