@@ -12,6 +12,7 @@ from typing import Any, Callable
 import celpy
 import pytest
 from celpy import celtypes
+from celpy.adapter import json_to_cel
 from helpers import platform_of
 from k8s_support import spec_of
 
@@ -29,7 +30,7 @@ def refusals(policy: dict[str, Any], pod_spec: dict[str, Any]) -> list[str]:
     """The messages of the validations that refuse a pod of `pod_spec`; an evaluation error counts
     as a refusal, as it does under failurePolicy Fail."""
     env = celpy.Environment()
-    obj = celpy.json_to_cel({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec})
+    obj = json_to_cel({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec})
     values: dict[celtypes.StringType, Any] = {}
     for variable in policy["variables"]:
         program = env.program(env.compile(variable["expression"]))
