@@ -94,9 +94,17 @@ def _lit(value: Any) -> str:
 
 
 def _is_daemon(daemon: Daemon) -> str:
+    """The daemon exactly as rendered (components.jobs.fabric.gke_sidecars): its name, pinned
+    image, command, arguments and environment, and no probe or lifecycle hook, whose exec would
+    run another command as root beside it."""
+    env = [{"name": name, "value": value} for name, value in daemon.env]
     return (
         f'(c.name == {_lit(daemon.name)} && has(c.image) && c.image == {_lit(daemon.image)} '
-        f'&& has(c.restartPolicy) && c.restartPolicy == "Always")'
+        f'&& has(c.restartPolicy) && c.restartPolicy == "Always" '
+        f'&& has(c.command) && c.command == {_lit(list(daemon.command))} '
+        f'&& (has(c.args) ? c.args : []) == {_lit(list(daemon.args))} '
+        f'&& (has(c.env) ? c.env : []) == {_lit(env)} && !has(c.envFrom) '
+        f'&& !has(c.lifecycle) && !has(c.livenessProbe) && !has(c.readinessProbe) && !has(c.startupProbe))'
     )
 
 

@@ -194,3 +194,17 @@ def test_the_policy_and_binding_validate_as_admissionregistration_v1_with_unknow
     assert sorted(o["kind"] for o in objects) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     for obj in objects:
         assert check.schema_problem(obj, version) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"command": ["/bin/sh", "-c", "cat /hostprocsysfs/kernel/hostname"]},
+    {"args": ["--anything"]},
+    {"env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]},
+    {"lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", "id"]}}}},
+])
+def test_the_daemon_image_with_another_command_environment_or_hook_gets_no_exception(
+    tcpx: tuple[dict[str, Any], dict[str, Any]], change: dict[str, Any]
+) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["initContainers"][0].update(change)
+    assert "run-as-non-root" in refusals(policy, pod)
