@@ -254,3 +254,38 @@ def binding_spec() -> dict[str, Any]:
         "validationActions": ["Deny"],
         "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
     }
+
+
+# A team member may exec into a job's containers (components.tenancy's Role); into the daemon,
+# root with NET_ADMIN and the host's /sys and /proc/sys, that would hand out the node. This second
+# policy refuses exec and attach to the daemon by container name. The API server admits both as
+# CONNECT on pods/exec and pods/attach with PodExecOptions / PodAttachOptions as the object; an
+# empty container name picks the pod's only regular container, the trainer (the sidecar is an
+# init container), so only a named daemon is refused.
+EXEC_POLICY_NAME = "gpu-platform-team-daemon-exec"
+
+
+def exec_policy_spec(spec: PlatformSpec) -> dict[str, Any]:
+    names = [daemon.name for daemon in daemons(spec)]
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CONNECT"],
+                "resources": ["pods/exec", "pods/attach"],
+            }]
+        },
+        "validations": [
+            _validation(
+                "daemon-exec",
+                f"!(has(object.container) && object.container in {_lit(names)})",
+                "no exec into or attach to the GPUDirect daemon, which runs as root",
+            )
+        ],
+    }
+
+
+def exec_binding_spec() -> dict[str, Any]:
+    return {**binding_spec(), "policyName": EXEC_POLICY_NAME}

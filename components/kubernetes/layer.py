@@ -156,8 +156,9 @@ class GpuLayer(pulumi.ComponentResource):
         return pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=depends_on or []))
 
     def _gpudirect_admission(self, spec: PlatformSpec) -> list[pulumi.Resource]:
-        """The policy holding team pods to restricted, the GPUDirect daemon excepted, and its
-        binding to the team namespaces (components.kubernetes.gpudirect_admission)."""
+        """The policy holding team pods to restricted, the GPUDirect daemon excepted, the one
+        refusing exec into that daemon, and their bindings to the team namespaces
+        (components.kubernetes.gpudirect_admission)."""
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{self._name}-{gpudirect_admission.POLICY_NAME}",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.POLICY_NAME),
@@ -170,7 +171,21 @@ class GpuLayer(pulumi.ComponentResource):
             spec=cast(Any, gpudirect_admission.binding_spec()),
             opts=self._child([policy]),
         )
-        return [policy, binding]
+        resources: list[pulumi.Resource] = [policy, binding]
+        if gpudirect_admission.daemons(spec):
+            exec_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{self._name}-{gpudirect_admission.EXEC_POLICY_NAME}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.EXEC_POLICY_NAME),
+                spec=cast(Any, gpudirect_admission.exec_policy_spec(spec)),
+                opts=self._opts,
+            )
+            resources += [exec_policy, k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{self._name}-{gpudirect_admission.EXEC_POLICY_NAME}-binding",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.EXEC_POLICY_NAME),
+                spec=cast(Any, gpudirect_admission.exec_binding_spec()),
+                opts=self._child([exec_policy]),
+            )]
+        return resources
 
     def _priority_class(self, tier: PriorityTierSpec) -> None:
         k8s.scheduling.v1.PriorityClass(

@@ -27,12 +27,16 @@ TRAINER_ARGS = ["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1
 
 
 def refusals(policy: dict[str, Any], pod_spec: dict[str, Any]) -> list[str]:
-    """The messages of the validations that refuse a pod of `pod_spec`; an evaluation error counts
+    """The names of the validations that refuse a pod of `pod_spec`; an evaluation error counts
     as a refusal, as it does under failurePolicy Fail."""
+    return refusals_of(policy, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec})
+
+
+def refusals_of(policy: dict[str, Any], request_object: dict[str, Any]) -> list[str]:
     env = celpy.Environment()
-    obj = json_to_cel({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec})
+    obj = json_to_cel(request_object)
     values: dict[celtypes.StringType, Any] = {}
-    for variable in policy["variables"]:
+    for variable in policy.get("variables", []):
         program = env.program(env.compile(variable["expression"]))
         values[celtypes.StringType(variable["name"])] = program.evaluate({"object": obj, "variables": celtypes.MapType(values)})
     out: list[str] = []
@@ -167,8 +171,10 @@ def test_gpudirect_team_namespaces_warn_and_audit_at_restricted_and_are_bound_to
     from components.checks import isolation
 
     objects = synthesized("prod-gcp").kubernetes_objects()
-    [binding] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
-    [policy] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    [binding] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                 and o["metadata"]["name"] == gpudirect_admission.BINDING_NAME]
+    [policy] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"] == gpudirect_admission.POLICY_NAME]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"] == gpudirect_admission.POLICY_NAME
     assert binding["spec"]["validationActions"] == ["Deny"]
     for team in ("research", "applied"):
@@ -191,7 +197,7 @@ def test_the_policy_and_binding_validate_as_admissionregistration_v1_with_unknow
     from infra.tools import check
 
     objects = [o for o in synthesized("prod-gcp").kubernetes_objects() if o["apiVersion"] == "admissionregistration.k8s.io/v1"]
-    assert sorted(o["kind"] for o in objects) == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert sorted(o["kind"] for o in objects) == ["ValidatingAdmissionPolicy"] * 2 + ["ValidatingAdmissionPolicyBinding"] * 2
     for obj in objects:
         assert check.schema_problem(obj, version) is None
 
@@ -208,3 +214,16 @@ def test_the_daemon_image_with_another_command_environment_or_hook_gets_no_excep
     policy, pod = copy.deepcopy(tcpx)
     pod["initContainers"][0].update(change)
     assert "run-as-non-root" in refusals(policy, pod)
+
+
+@pytest.mark.parametrize(("options", "refused"), [
+    ({"kind": "PodExecOptions", "container": "tcpx-daemon", "command": ["sh"]}, ["daemon-exec"]),
+    ({"kind": "PodAttachOptions", "container": "tcpx-daemon"}, ["daemon-exec"]),
+    ({"kind": "PodExecOptions", "container": "trainer", "command": ["sh"]}, []),
+    ({"kind": "PodExecOptions", "command": ["sh"]}, []),
+])
+def test_exec_into_the_daemon_is_refused_and_into_the_trainer_allowed(
+    prod: PlatformSpec, options: dict[str, Any], refused: list[str]
+) -> None:
+    assert refusals_of(gpudirect_admission.exec_policy_spec(prod), {"apiVersion": "v1", **options}) == refused
+
