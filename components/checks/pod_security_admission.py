@@ -29,12 +29,21 @@ def _labels(resource: Resource) -> dict[str, str]:
     return {k: v for k, v in mapping(get(resource.props, "metadata", "labels")).items() if isinstance(v, str)}
 
 
-def _matches_pod_creation(policy: Resource) -> bool:
+def _matches(policy: Resource, resource: str, operation: str) -> bool:
     for rule in items(get(policy.props, "spec", "matchConstraints", "resourceRules")):
         groups, resources, operations = (items(get(rule, key)) for key in ("apiGroups", "resources", "operations"))
-        if {"", "*"} & set(groups) and {"pods", "*"} & set(resources) and {"CREATE", "*"} & set(operations):
+        if {"", "*"} & set(groups) and {resource, "*"} & set(resources) and {operation, "*"} & set(operations):
             return True
     return False
+
+
+def _refuses_daemon_exec(policy: Resource, spec: PlatformSpec) -> bool:
+    expected = gpudirect_admission.exec_policy_spec(spec)["validations"][0]["expression"]
+    present = {get(v, "expression") for v in items(get(policy.props, "spec", "validations"))}
+    return (
+        _matches(policy, "pods/exec", "CONNECT") and _matches(policy, "pods/attach", "CONNECT")
+        and get(policy.props, "spec", "failurePolicy") in (None, "Fail") and expected in present
+    )
 
 
 def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
@@ -42,8 +51,6 @@ def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
     holes: list[str] = []
     if get(policy.props, "spec", "failurePolicy") not in (None, "Fail"):
         holes.append("failurePolicy is not Fail: a pod the policy cannot evaluate would be admitted")
-    if not _matches_pod_creation(policy):
-        holes.append("matchConstraints do not match pod creation")
     variables = {get(v, "name"): get(v, "expression") for v in items(get(policy.props, "spec", "variables"))}
     listed = variables.get(gpudirect_admission.ALLOWED_HOST_PATHS_VARIABLE)
     try:
@@ -83,7 +90,7 @@ def unheld(resources: Sequence[Resource], teams: Sequence[str], spec: PlatformSp
     policies = {get(r.props, "metadata", "name"): r for r in resources if r.type == POLICY}
     bindings = [r for r in resources if r.type == BINDING]
     out: list[tuple[str, str]] = []
-    checked: set[str] = set()
+    checked: set[tuple[str, str]] = set()
     for namespace in resources:
         if namespace.type != NAMESPACE or get(namespace.props, "metadata", "name") not in teams:
             continue
@@ -98,11 +105,18 @@ def unheld(resources: Sequence[Resource], teams: Sequence[str], spec: PlatformSp
                 f"binding with the Deny action selects it: its pods may use hostNetwork, hostPath / or privileged containers"
             )))
             continue
-        for binding in covering:
-            policy = policies[get(binding.props, "spec", "policyName")]
-            if policy.key in checked:
-                continue
-            checked.add(policy.key)
-            out += [(policy.key, f"policy holding team namespace {name} to restricted: {hole}") for hole in _policy_holes(policy, spec)]
+        pod_policies = [policies[get(b.props, "spec", "policyName")] for b in covering]
+        pod_policies = [p for p in pod_policies if _matches(p, "pods", "CREATE")]
+        if not pod_policies:
+            out.append((namespace.key, f"team namespace {name}: no bound policy matches pod creation"))
+        holes = [(p.key, hole) for p in pod_policies for hole in _policy_holes(p, spec)]
+        # Every bound policy must pass, so one without holes holds the namespace.
+        if len({key for key, _ in holes}) == len(pod_policies):
+            out += [(key, f"policy holding team namespace {name} to restricted: {hole}") for key, hole in holes
+                    if (key, hole) not in checked]
+            checked |= set(holes)
+        exec_policies = [policies[get(b.props, "spec", "policyName")] for b in covering]
+        if spec is not None and gpudirect_admission.daemons(spec) and not any(_refuses_daemon_exec(p, spec) for p in exec_policies):
+            out.append((namespace.key, f"team namespace {name}: no bound policy refuses exec into the GPUDirect daemon"))
     return out
 

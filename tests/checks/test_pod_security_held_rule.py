@@ -30,11 +30,12 @@ def violations(resources: list[Resource], stack: str = "prod-gcp") -> list[str]:
     return [v.message for v in registry.CHECKS[RULE](resources, ctx)]
 
 
-def planted(result: Synthesis, type_token: str, change: Callable[[dict[str, Any]], None]) -> list[Resource]:
-    """prod-gcp's resources with every resource of `type_token` changed by `change`."""
+def planted(result: Synthesis, type_token: str, change: Callable[[dict[str, Any]], None],
+            name: str | None = gpudirect_admission.POLICY_NAME) -> list[Resource]:
+    """The resources with the resource of `type_token` named `name` (None: every one) changed by `change`."""
     out: list[Resource] = []
     for r in resources_of(result):
-        if r.type == type_token:
+        if r.type == type_token and name in (None, r.props.get("metadata", {}).get("name")):
             props = copy.deepcopy(dict(r.props))
             change(props)
             r = Resource(r.type, r.name, props, r.protect, r.ignore_changes, r.depends_on)
@@ -59,20 +60,21 @@ def test_a_privileged_team_namespace_without_the_binding_fails(synthesized: Synt
 
 
 def test_a_binding_that_only_warns_fails(synthesized: Synthesized) -> None:
-    resources = planted(synthesized("prod-gcp"), admission.BINDING, lambda p: p["spec"].update(validationActions=["Warn"]))
+    resources = planted(synthesized("prod-gcp"), admission.BINDING, lambda p: p["spec"].update(validationActions=["Warn"]),
+                        gpudirect_admission.BINDING_NAME)
     assert len(violations(resources)) == 2
 
 
 def test_a_binding_that_selects_other_namespaces_fails(synthesized: Synthesized) -> None:
     selector = {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
     resources = planted(synthesized("prod-gcp"), admission.BINDING,
-                        lambda p: p["spec"]["matchResources"].update(namespaceSelector=selector))
+                        lambda p: p["spec"]["matchResources"].update(namespaceSelector=selector), gpudirect_admission.BINDING_NAME)
     assert len(violations(resources)) == 2
 
 
 def test_a_namespace_downgraded_to_privileged_on_a_stack_without_gpudirect_fails(synthesized: Synthesized) -> None:
     resources = planted(synthesized("prod-aws"), admission.NAMESPACE,
-                        lambda p: p["metadata"].get("labels", {}).update({pod_security.ENFORCE_LABEL: "privileged"}))
+                        lambda p: p["metadata"].get("labels", {}).update({pod_security.ENFORCE_LABEL: "privileged"}), None)
     found = violations(resources, "prod-aws")
     assert found and all("enforces Pod Security privileged" in m for m in found)
 
@@ -114,3 +116,16 @@ def test_a_policy_exempting_any_image_under_the_daemon_s_name_fails(synthesized:
 def test_a_policy_that_fails_open_fails(synthesized: Synthesized) -> None:
     found = violations(planted(synthesized("prod-gcp"), admission.POLICY, lambda p: p["spec"].update(failurePolicy="Ignore")))
     assert any("failurePolicy is not Fail" in m for m in found)
+
+
+def test_a_stack_whose_daemon_exec_policy_is_gone_fails(synthesized: Synthesized) -> None:
+    resources = [r for r in resources_of(synthesized("prod-gcp"))
+                 if r.props.get("metadata", {}).get("name") != gpudirect_admission.EXEC_POLICY_NAME]
+    found = violations(resources)
+    assert len(found) == 2 and all("no bound policy refuses exec into the GPUDirect daemon" in m for m in found)
+
+
+def test_a_policy_that_stops_matching_pods_fails(synthesized: Synthesized) -> None:
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY,
+                               lambda p: p["spec"]["matchConstraints"]["resourceRules"][0].update(resources=["services"])))
+    assert len(found) == 2 and all("no bound policy matches pod creation" in m for m in found)
