@@ -241,7 +241,8 @@ RULES = RULES + (
         "A team namespace that Pod Security Admission leaves at privileged (GKE GPUDirect stacks) is selected by a "
         "ValidatingAdmissionPolicyBinding with the Deny action whose policy matches pod creation, fails closed, "
         "refuses host namespaces, privileged containers and host ports, admits hostPath only at the GPUDirect "
-        "plugin's documented paths and exempts from restricted only the pinned daemon sidecar.",
+        "plugin's documented paths and exempts from restricted only the pinned daemon sidecar; a second bound "
+        "policy refuses exec into that daemon.",
         "critical",
         "mandatory",
         "stack",
