@@ -65,6 +65,8 @@ class Daemon:
     devices: tuple[str, ...]
     # Host paths the daemon mounts: (volume name, host path, mount path).
     host_mounts: tuple[tuple[str, str, str], ...]
+    # The daemon's environment: the node's driver libraries (the manifests' LD_LIBRARY_PATH).
+    env: tuple[tuple[str, str], ...] = (("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64"),)
 
 
 @dataclass(frozen=True)

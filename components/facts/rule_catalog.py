@@ -237,6 +237,17 @@ RULES = RULES + (
         "stack",
     ),
     RuleInfo(
+        "team-pod-security-held",
+        "A team namespace that Pod Security Admission leaves at privileged (GKE GPUDirect stacks) is selected by a "
+        "ValidatingAdmissionPolicyBinding with the Deny action whose policy matches pod creation, fails closed, "
+        "refuses host namespaces, privileged containers and host ports, admits hostPath only at the GPUDirect "
+        "plugin's documented paths and exempts from restricted only the pinned daemon sidecar; a second bound "
+        "policy refuses exec into that daemon.",
+        "critical",
+        "mandatory",
+        "stack",
+    ),
+    RuleInfo(
         "team-rbac-namespaced",
         "Team members are bound only by RoleBindings in their own team's namespace; no ClusterRoleBinding names a "
         "team's member or group.",

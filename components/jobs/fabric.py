@@ -134,7 +134,7 @@ def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
         "restartPolicy": "Always",
         "command": list(daemon.command),
         "args": list(daemon.args),
-        "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        "env": [{"name": name, "value": value} for name, value in daemon.env],
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},
         "volumeMounts": [{"name": name, "mountPath": path} for name, _, path in daemon.host_mounts] + _socket_mount(family),
     }]

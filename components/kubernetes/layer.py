@@ -6,14 +6,14 @@ wing just built and on an existing one; which cloud it is on never enters into i
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import tenancy
 from components.facts import charts
-from components.kubernetes import egress, pod_security, webhook_gate
+from components.kubernetes import egress, gpudirect_admission, pod_security, webhook_gate
 from components.kubernetes.data_volume import DataVolume, volume_name
 from components.kubernetes.device_plugin import device_plugin_labels
 from components.kubernetes.queues import (
@@ -106,6 +106,7 @@ class GpuLayer(pulumi.ComponentResource):
         self._pod_security = pod_security.team_level(spec, pools)
         self._data_volume = data_volume
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        self._admission = self._gpudirect_admission(spec) if self._pod_security.admission_policy else []
         tiers = priority_tiers(spec)
         plan = queue_plan(spec, pools)
 
@@ -153,6 +154,38 @@ class GpuLayer(pulumi.ComponentResource):
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=depends_on or []))
+
+    def _gpudirect_admission(self, spec: PlatformSpec) -> list[pulumi.Resource]:
+        """The policy holding team pods to restricted, the GPUDirect daemon excepted, the one
+        refusing exec into that daemon, and their bindings to the team namespaces
+        (components.kubernetes.gpudirect_admission)."""
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{self._name}-{gpudirect_admission.POLICY_NAME}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.POLICY_NAME),
+            spec=cast(Any, gpudirect_admission.policy_spec(spec)),
+            opts=self._opts,
+        )
+        binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{self._name}-{gpudirect_admission.BINDING_NAME}-binding",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.BINDING_NAME),
+            spec=cast(Any, gpudirect_admission.binding_spec()),
+            opts=self._child([policy]),
+        )
+        resources: list[pulumi.Resource] = [policy, binding]
+        if gpudirect_admission.daemons(spec):
+            exec_policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{self._name}-{gpudirect_admission.EXEC_POLICY_NAME}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.EXEC_POLICY_NAME),
+                spec=cast(Any, gpudirect_admission.exec_policy_spec(spec)),
+                opts=self._opts,
+            )
+            resources += [exec_policy, k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{self._name}-{gpudirect_admission.EXEC_POLICY_NAME}-binding",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=gpudirect_admission.EXEC_POLICY_NAME),
+                spec=cast(Any, gpudirect_admission.exec_binding_spec()),
+                opts=self._child([exec_policy]),
+            )]
+        return resources
 
     def _priority_class(self, tier: PriorityTierSpec) -> None:
         k8s.scheduling.v1.PriorityClass(
@@ -318,16 +351,17 @@ class GpuLayer(pulumi.ComponentResource):
         its members' Role."""
         in_namespace: list[pulumi.Resource] = []
         if team.owns_namespace:
-            level, reason = self._pod_security
+            security = self._pod_security
             in_namespace.append(
                 k8s.core.v1.Namespace(
                     f"{self._name}-{team.team}",
                     metadata=k8s.meta.v1.ObjectMetaArgs(
                         name=team.namespace,
-                        labels={TEAM_LABEL: team.team, **pod_security.namespace_labels(level)},
-                        annotations={pod_security.REASON_ANNOTATION: reason},
+                        labels={TEAM_LABEL: team.team, **security.labels()},
+                        annotations={pod_security.REASON_ANNOTATION: security.reason},
                     ),
-                    opts=self._child([self._kueue]),
+                    # A namespace that PSA leaves at privileged exists only once the policy binds it.
+                    opts=self._child([self._kueue, *self._admission]),
                 )
             )
             k8s.core.v1.ResourceQuota(

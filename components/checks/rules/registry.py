@@ -35,6 +35,7 @@ CHECKS: dict[str, Rule] = {
     "multi-node-fabric-wired": fabric.multi_node_fabric_wired,
     "job-storage-reachable": teams.job_storage_reachable,
     "team-file-system-isolated": teams.team_file_system_isolated,
+    "team-pod-security-held": teams.team_pod_security_held,
     karpenter.RULE: karpenter.karpenter_permissions_outlive_nodes,
     fleet.RULE: fleet.fleet_worker_least_privilege,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components import tenancy
-from components.checks import file_system_isolation, isolation, storage_access
+from components.checks import file_system_isolation, isolation, pod_security_admission, storage_access
 from components.checks.declared import Resource
 from components.checks.rules.base import Context, Violation
 from components.naming import DEFAULT_TEAM
@@ -65,4 +65,13 @@ def team_file_system_isolated(resources: Sequence[Resource], ctx: Context) -> li
     return [
         Violation("team-file-system-isolated", key, message)
         for key, message in file_system_isolation.file_system_isolation(resources)
+    ]
+
+
+def team_pod_security_held(resources: Sequence[Resource], ctx: Context) -> list[Violation]:
+    """A team namespace PSA leaves at privileged (GKE GPUDirect) is held to restricted by the
+    bound ValidatingAdmissionPolicy (components.checks.pod_security_admission)."""
+    return [
+        Violation("team-pod-security-held", key, message)
+        for key, message in pod_security_admission.unheld(resources, _team_namespaces(resources, ctx), ctx.spec)
     ]

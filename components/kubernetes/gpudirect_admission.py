@@ -1,0 +1,291 @@
+"""The ValidatingAdmissionPolicy that keeps team pods at `restricted` on GKE GPUDirect stacks.
+
+A multi-node job on a GPUDirect pool needs two things the Pod Security `restricted` and
+`baseline` levels refuse: read-only hostPath mounts of the host's NCCL plugin libraries, and on
+TCPX/TCPXO the receive-datapath daemon as a root sidecar with NET_ADMIN (components.jobs.fabric).
+Pod Security Admission exempts pods only through the API server's AdmissionConfiguration file
+(kubernetes.io/docs/concepts/security/pod-security-admission "Exemptions"), which GKE does not let
+us set; so PSA cannot admit that shape in a `restricted` namespace. Instead the team namespaces
+enforce `privileged` for PSA while warning and auditing at `restricted`, and this policy, bound
+to every team namespace, re-implements the Restricted profile (kubernetes.io/docs/concepts/
+security/pod-security-standards) for every container, with one exception: the family's daemon
+sidecar (exact name, pinned image, restartPolicy Always), which may run as root and add exactly
+its documented capabilities. hostPath volumes are admitted only at the families' documented host
+paths, and only the daemon may mount them writable. No container may be privileged and no pod
+may use a host namespace or a host port: hostNetwork on GKE would reach the metadata server as the
+node (GKE docs "About Workload Identity Federation for GKE", limitations), so those stay refused.
+
+ValidatingAdmissionPolicy and its binding: admissionregistration.k8s.io/v1, GA in Kubernetes
+1.30 (kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy); the CEL here
+uses only the standard macros (has, all, exists, filter, map) and `in`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.facts.gpudirect import GPUDIRECT, Daemon, GpuDirect
+from components.pools import fabric_pools
+from components.spec import PlatformSpec
+from components.tenancy import TEAM_LABEL
+
+POLICY_NAME = "gpu-platform-team-pod-security"
+BINDING_NAME = POLICY_NAME
+# The variable that lists the hostPath paths the policy admits (read by the check rule).
+ALLOWED_HOST_PATHS_VARIABLE = "allowedHostPaths"
+# Restricted: "Volume Types" (pod-security-standards); hostPath is added at the listed paths.
+RESTRICTED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
+# Baseline: "Sysctls", the safe set.
+SAFE_SYSCTLS = (
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+)
+# Baseline: "SELinux", the types a pod may set.
+SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+# Validation names: the rule requires each of them, unchanged.
+HOST_NAMESPACES = "host-namespaces"
+PRIVILEGED = "privileged"
+VOLUMES = "volume-types"
+
+
+def documented_host_paths() -> list[str]:
+    """Every host path a GPUDirect family's manifests mount (components.facts.gpudirect)."""
+    paths: set[str] = set()
+    for family in GPUDIRECT.values():
+        paths |= {host for _, host, _ in family.trainer_mounts}
+        if family.daemon is not None:
+            paths |= {host for _, host, _ in family.daemon.host_mounts}
+    return sorted(paths)
+
+
+def families(spec: PlatformSpec) -> list[GpuDirect]:
+    """The stack's GPUDirect families, once each, in spec order."""
+    found: list[GpuDirect] = []
+    for pool in fabric_pools(spec):
+        if pool.family not in found:
+            found.append(pool.family)
+    return found
+
+
+def needed(spec: PlatformSpec) -> bool:
+    return bool(families(spec))
+
+
+def host_paths(spec: PlatformSpec) -> list[str]:
+    """The host paths the stack's families mount."""
+    paths: set[str] = set()
+    for family in families(spec):
+        paths |= {host for _, host, _ in family.trainer_mounts}
+        if family.daemon is not None:
+            paths |= {host for _, host, _ in family.daemon.host_mounts}
+    return sorted(paths)
+
+
+def daemons(spec: PlatformSpec) -> list[Daemon]:
+    return [family.daemon for family in families(spec) if family.daemon is not None]
+
+
+def _lit(value: Any) -> str:
+    """A CEL literal of a string or a list of strings (JSON's syntax is CEL's for both)."""
+    return json.dumps(value)
+
+
+def _is_daemon(daemon: Daemon) -> str:
+    """The daemon exactly as rendered (components.jobs.fabric.gke_sidecars): its name, pinned
+    image, command, arguments and environment, and no probe or lifecycle hook, whose exec would
+    run another command as root beside it."""
+    env = [{"name": name, "value": value} for name, value in daemon.env]
+    return (
+        f'(c.name == {_lit(daemon.name)} && has(c.image) && c.image == {_lit(daemon.image)} '
+        f'&& has(c.restartPolicy) && c.restartPolicy == "Always" '
+        f'&& has(c.command) && c.command == {_lit(list(daemon.command))} '
+        f'&& (has(c.args) ? c.args : []) == {_lit(list(daemon.args))} '
+        f'&& (has(c.env) ? c.env : []) == {_lit(env)} && !has(c.envFrom) '
+        f'&& !has(c.lifecycle) && !has(c.livenessProbe) && !has(c.readinessProbe) && !has(c.startupProbe))'
+    )
+
+
+def _field(path: str, default: str) -> str:
+    """`c.securityContext.<path>` where set, else `default` (a CEL expression); `has` is checked
+    at every level, since selecting a missing field is an error in CEL."""
+    parts = ["c.securityContext", *(f"c.securityContext.{'.'.join(path.split('.')[: i + 1])}" for i in range(path.count(".") + 1))]
+    present = " && ".join(f"has({part})" for part in parts)
+    return f"({present} ? c.securityContext.{path} : {default})"
+
+
+def variables(spec: PlatformSpec) -> list[dict[str, str]]:
+    is_daemon = " || ".join(_is_daemon(d) for d in daemons(spec)) or "false"
+    pod = "has(object.spec.securityContext) && has(object.spec.securityContext.{0})"
+    return [
+        {"name": ALLOWED_HOST_PATHS_VARIABLE, "expression": _lit(host_paths(spec))},
+        {
+            "name": "containers",
+            "expression": "object.spec.containers"
+            " + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
+            " + (has(object.spec.ephemeralContainers) ? object.spec.ephemeralContainers : [])",
+        },
+        # Only init containers run as sidecars; an ephemeral or main container never is the daemon.
+        {
+            "name": "daemons",
+            "expression": f"has(object.spec.initContainers) ? object.spec.initContainers.filter(c, {is_daemon}) : []",
+        },
+        # Container names are unique across a pod's containers of every kind.
+        {"name": "daemonNames", "expression": "variables.daemons.map(c, c.name)"},
+        {"name": "others", "expression": "variables.containers.filter(c, !(c.name in variables.daemonNames))"},
+        {
+            "name": "hostPathVolumes",
+            "expression": "has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.hostPath)).map(v, v.name) : []",
+        },
+        {"name": "podSeccomp", "expression": f"{pod.format('seccompProfile')} ? object.spec.securityContext.seccompProfile.type : ''"},
+        {"name": "podRunAsNonRoot", "expression": f"{pod.format('runAsNonRoot')} ? object.spec.securityContext.runAsNonRoot : false"},
+        {"name": "podRunAsUser", "expression": f"{pod.format('runAsUser')} ? object.spec.securityContext.runAsUser : -1"},
+    ]
+
+
+def _validation(name: str, expression: str, message: str) -> dict[str, str]:
+    return {"expression": expression, "message": f"{name}: {message} (gpu-platform {POLICY_NAME})", "reason": "Forbidden"}
+
+
+def validations(spec: PlatformSpec) -> list[dict[str, str]]:
+    """Baseline's and Restricted's controls, each one CEL rule; the daemon is exempt only from
+    running as root, privilege escalation and its capabilities."""
+    daemon_caps = sorted({cap for d in daemons(spec) for cap in d.capabilities})
+    volume_kinds = " || ".join(f"has(v.{kind})" for kind in RESTRICTED_VOLUMES)
+    return [
+        _validation(
+            HOST_NAMESPACES,
+            "!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && object.spec.hostPID)"
+            " && !(has(object.spec.hostIPC) && object.spec.hostIPC)",
+            "hostNetwork, hostPID and hostIPC must be unset or false",
+        ),
+        _validation(
+            PRIVILEGED,
+            f"variables.containers.all(c, !{_field('privileged', 'false')})",
+            "no container may be privileged",
+        ),
+        _validation(
+            "host-ports",
+            "variables.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0))",
+            "no container may use a host port",
+        ),
+        _validation(
+            VOLUMES,
+            f"!has(object.spec.volumes) || object.spec.volumes.all(v, {volume_kinds}"
+            f" || (has(v.hostPath) && v.hostPath.path in variables.{ALLOWED_HOST_PATHS_VARIABLE}))",
+            "volumes are of the restricted types, or hostPath at the GPUDirect plugin's documented paths",
+        ),
+        _validation(
+            "host-path-read-only",
+            "variables.others.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m,"
+            " !(m.name in variables.hostPathVolumes) || (has(m.readOnly) && m.readOnly)))",
+            "only the GPUDirect daemon may mount a hostPath volume writable",
+        ),
+        _validation(
+            "privilege-escalation",
+            "variables.others.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation)"
+            " && !c.securityContext.allowPrivilegeEscalation)",
+            "containers set allowPrivilegeEscalation: false",
+        ),
+        _validation(
+            "run-as-non-root",
+            f"variables.others.all(c, {_field('runAsNonRoot', 'variables.podRunAsNonRoot')} == true"
+            f" && {_field('runAsUser', 'variables.podRunAsUser')} != 0)",
+            "containers run as non-root (runAsNonRoot: true, runAsUser not 0)",
+        ),
+        _validation(
+            "capabilities",
+            "variables.others.all(c, has(c.securityContext) && has(c.securityContext.capabilities)"
+            " && has(c.securityContext.capabilities.drop) && 'ALL' in c.securityContext.capabilities.drop"
+            " && (!has(c.securityContext.capabilities.add)"
+            " || c.securityContext.capabilities.add.all(a, a == 'NET_BIND_SERVICE')))"
+            " && variables.daemons.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities)"
+            " || !has(c.securityContext.capabilities.add)"
+            f" || c.securityContext.capabilities.add.all(a, a in {_lit(daemon_caps)}))",
+            "containers drop ALL and add at most NET_BIND_SERVICE; the GPUDirect daemon adds only its documented capabilities",
+        ),
+        _validation(
+            "seccomp",
+            f"variables.containers.all(c, {_field('seccompProfile.type', 'variables.podSeccomp')}"
+            " in ['RuntimeDefault', 'Localhost'])",
+            "every container runs the RuntimeDefault or a Localhost seccomp profile",
+        ),
+        _validation(
+            "proc-mount-and-host-process",
+            f"variables.containers.all(c, {_field('procMount', repr('Default'))} == 'Default'"
+            f" && !{_field('windowsOptions.hostProcess', 'false')})",
+            "procMount stays Default and no container is a Windows host process",
+        ),
+        _validation(
+            "sysctls-and-selinux",
+            "!(has(object.spec.securityContext) && has(object.spec.securityContext.sysctls)"
+            f" && !object.spec.securityContext.sysctls.all(s, s.name in {_lit(list(SAFE_SYSCTLS))}))"
+            " && variables.containers.all(c, !(has(c.securityContext) && has(c.securityContext.seLinuxOptions))"
+            f" || ((!has(c.securityContext.seLinuxOptions.type) || c.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))})"
+            " && !has(c.securityContext.seLinuxOptions.user) && !has(c.securityContext.seLinuxOptions.role)))",
+            "only the safe sysctls, and no SELinux user, role or custom type",
+        ),
+    ]
+
+
+def policy_spec(spec: PlatformSpec) -> dict[str, Any]:
+    """The policy: pods (and their ephemeral containers) on create and update, failing closed."""
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["pods", "pods/ephemeralcontainers"],
+            }]
+        },
+        "variables": variables(spec),
+        "validations": validations(spec),
+    }
+
+
+def binding_spec() -> dict[str, Any]:
+    """Bound to every namespace carrying the team label, denying (not only warning)."""
+    return {
+        "policyName": POLICY_NAME,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+    }
+
+
+# A team member may exec into a job's containers (components.tenancy's Role); into the daemon,
+# root with NET_ADMIN and the host's /sys and /proc/sys, that would hand out the node. This second
+# policy refuses exec and attach to the daemon by container name. The API server admits both as
+# CONNECT on pods/exec and pods/attach with PodExecOptions / PodAttachOptions as the object; an
+# empty container name picks the pod's only regular container, the trainer (the sidecar is an
+# init container), so only a named daemon is refused.
+EXEC_POLICY_NAME = "gpu-platform-team-daemon-exec"
+
+
+def exec_policy_spec(spec: PlatformSpec) -> dict[str, Any]:
+    names = [daemon.name for daemon in daemons(spec)]
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CONNECT"],
+                "resources": ["pods/exec", "pods/attach"],
+            }]
+        },
+        "validations": [
+            _validation(
+                "daemon-exec",
+                f"!(has(object.container) && object.container in {_lit(names)})",
+                "no exec into or attach to the GPUDirect daemon, which runs as root",
+            )
+        ],
+    }
+
+
+def exec_binding_spec() -> dict[str, Any]:
+    return {**binding_spec(), "policyName": EXEC_POLICY_NAME}

@@ -1,0 +1,229 @@
+"""The GPUDirect admission policy, evaluated offline with a CEL interpreter (cel-python) the way
+the API server evaluates a ValidatingAdmissionPolicy: its variables in order under `variables`,
+then every validation against `object` (kubernetes.io/docs/reference/access-authn-authz/
+validating-admission-policy). The rendered two-node GPUDirect jobs must pass; each hole of the
+Pod Security Standards' Restricted profile must fail."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import celpy
+import pytest
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from helpers import platform_of
+from k8s_support import spec_of
+
+from components.jobs import renderer
+from components.kubernetes import gpudirect_admission, pod_security
+from components.spec import PlatformSpec
+from infra.synth import Synthesis
+
+Synthesized = Callable[[str], Synthesis]
+TRAINER_ARGS = ["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", "16",
+                "--seq-len", "128", "--seed", "0", "--data", "/data/datasets/corpus"]
+
+
+def refusals(policy: dict[str, Any], pod_spec: dict[str, Any]) -> list[str]:
+    """The names of the validations that refuse a pod of `pod_spec`; an evaluation error counts
+    as a refusal, as it does under failurePolicy Fail."""
+    return refusals_of(policy, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec})
+
+
+def refusals_of(policy: dict[str, Any], request_object: dict[str, Any]) -> list[str]:
+    env = celpy.Environment()
+    obj = json_to_cel(request_object)
+    values: dict[celtypes.StringType, Any] = {}
+    for variable in policy.get("variables", []):
+        program = env.program(env.compile(variable["expression"]))
+        values[celtypes.StringType(variable["name"])] = program.evaluate({"object": obj, "variables": celtypes.MapType(values)})
+    out: list[str] = []
+    for validation in policy["validations"]:
+        program = env.program(env.compile(validation["expression"]))
+        result = program.evaluate({"object": obj, "variables": celtypes.MapType(values)})
+        if result is not celtypes.BoolType(True) and result != celtypes.BoolType(True):
+            out.append(validation["message"].split(":")[0])
+    return out
+
+
+def mega_spec() -> PlatformSpec:
+    """prod-gcp with its H100 pool on A3 Mega (GPUDirect-TCPXO)."""
+    platform = platform_of("prod-gcp")
+    pool = platform["nodePools"][0]
+    pool.update(instanceType="a3-megagpu-8g", provisioning="spot")
+    pool.pop("capacity", None)
+    return spec_of(platform)
+
+
+def pod_template(spec: PlatformSpec, pool: str) -> dict[str, Any]:
+    jobset = renderer.render(spec, renderer.JobRequest(
+        pool=pool, nodes=2, gpus_per_node=8, team="research", tier="production",
+        image="registry.invalid/trainer:1", trainer_args=TRAINER_ARGS))
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+@pytest.fixture(scope="module")
+def prod() -> PlatformSpec:
+    return spec_of(platform_of("prod-gcp"))
+
+
+@pytest.fixture(scope="module")
+def tcpx(prod: PlatformSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """prod-gcp's policy and a two-node TCPX job's pod on h100-train."""
+    return gpudirect_admission.policy_spec(prod), pod_template(prod, "h100-train")
+
+
+def trainer(pod: dict[str, Any]) -> dict[str, Any]:
+    [container] = pod["containers"]
+    return container
+
+
+@pytest.mark.parametrize("pool", ["h100-train", "h200-train"])
+def test_the_rendered_two_node_gpudirect_jobs_pass_the_policy(prod: PlatformSpec, pool: str) -> None:
+    assert refusals(gpudirect_admission.policy_spec(prod), pod_template(prod, pool)) == []
+
+
+def test_the_rendered_two_node_tcpxo_job_passes_the_policy() -> None:
+    spec = mega_spec()
+    pod = pod_template(spec, "h100-train")
+    assert [c["name"] for c in pod["initContainers"]] == ["tcpxo-daemon"]
+    assert refusals(gpudirect_admission.policy_spec(spec), pod) == []
+
+
+def test_the_tcpx_pod_really_carries_the_daemon_and_host_paths_the_policy_excepts(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    _, pod = tcpx
+    assert [c["name"] for c in pod["initContainers"]] == ["tcpx-daemon"]
+    assert {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v} == {"/home/kubernetes/bin/nvidia/lib64", "/sys", "/proc/sys"}
+
+
+@pytest.mark.parametrize("field", ["hostNetwork", "hostPID", "hostIPC"])
+def test_a_pod_in_a_host_namespace_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]], field: str) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod[field] = True
+    assert refusals(policy, pod) == [gpudirect_admission.HOST_NAMESPACES]
+
+
+def test_a_host_path_of_the_node_s_root_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
+    trainer(pod)["volumeMounts"].append({"name": "root", "mountPath": "/host", "readOnly": True})
+    assert refusals(policy, pod) == [gpudirect_admission.VOLUMES]
+
+
+def test_a_writable_mount_of_the_plugin_s_host_path_by_the_trainer_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    for mount in trainer(pod)["volumeMounts"]:
+        mount.pop("readOnly", None)
+    assert refusals(policy, pod) == ["host-path-read-only"]
+
+
+def test_a_privileged_trainer_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    trainer(pod)["securityContext"]["privileged"] = True
+    assert refusals(policy, pod) == [gpudirect_admission.PRIVILEGED]
+
+
+def test_a_privileged_daemon_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["initContainers"][0]["securityContext"]["privileged"] = True
+    assert refusals(policy, pod) == [gpudirect_admission.PRIVILEGED]
+
+
+def test_an_extra_capability_in_the_trainer_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    trainer(pod)["securityContext"]["capabilities"]["add"] = ["NET_ADMIN"]
+    assert refusals(policy, pod) == ["capabilities"]
+
+
+def test_a_root_trainer_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    trainer(pod)["securityContext"]["runAsUser"] = 0
+    assert refusals(policy, pod) == ["run-as-non-root"]
+
+
+def test_a_daemon_capability_beyond_the_documented_ones_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["initContainers"][0]["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+    assert refusals(policy, pod) == ["capabilities"]
+
+
+def test_a_sidecar_with_the_daemon_s_name_but_another_image_gets_no_exception(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["initContainers"][0]["image"] = "registry.invalid/anything:1"
+    assert refusals(policy, pod) == ["host-path-read-only", "privilege-escalation", "run-as-non-root", "capabilities"]
+
+
+def test_an_unconfined_seccomp_profile_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    trainer(pod)["securityContext"]["seccompProfile"] = {"type": "Unconfined"}
+    assert refusals(policy, pod) == ["seccomp"]
+
+
+def test_a_host_port_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    trainer(pod)["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    assert refusals(policy, pod) == ["host-ports"]
+
+
+def test_gpudirect_team_namespaces_warn_and_audit_at_restricted_and_are_bound_to_the_policy(synthesized: Synthesized) -> None:
+    from components.checks import isolation
+
+    objects = synthesized("prod-gcp").kubernetes_objects()
+    [binding] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                 and o["metadata"]["name"] == gpudirect_admission.BINDING_NAME]
+    [policy] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"] == gpudirect_admission.POLICY_NAME]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == gpudirect_admission.POLICY_NAME
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    for team in ("research", "applied"):
+        [namespace] = [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == team]
+        labels = namespace["metadata"]["labels"]
+        assert labels[pod_security.ENFORCE_LABEL] == "privileged"
+        assert labels[pod_security.WARN_LABEL] == labels[pod_security.AUDIT_LABEL] == "restricted"
+        assert isolation.selects(binding["spec"]["matchResources"]["namespaceSelector"], labels)
+
+
+def test_stacks_without_gpudirect_pools_declare_no_policy(synthesized: Synthesized) -> None:
+    kinds = {o["kind"] for o in synthesized("dev-gcp").kubernetes_objects()}
+    assert "ValidatingAdmissionPolicy" not in kinds and "ValidatingAdmissionPolicyBinding" not in kinds
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.33", "1.35"])
+def test_the_policy_and_binding_validate_as_admissionregistration_v1_with_unknown_fields_as_errors(
+    synthesized: Synthesized, version: str
+) -> None:
+    from infra.tools import check
+
+    objects = [o for o in synthesized("prod-gcp").kubernetes_objects() if o["apiVersion"] == "admissionregistration.k8s.io/v1"]
+    assert sorted(o["kind"] for o in objects) == ["ValidatingAdmissionPolicy"] * 2 + ["ValidatingAdmissionPolicyBinding"] * 2
+    for obj in objects:
+        assert check.schema_problem(obj, version) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"command": ["/bin/sh", "-c", "cat /hostprocsysfs/kernel/hostname"]},
+    {"args": ["--anything"]},
+    {"env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]},
+    {"lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", "id"]}}}},
+])
+def test_the_daemon_image_with_another_command_environment_or_hook_gets_no_exception(
+    tcpx: tuple[dict[str, Any], dict[str, Any]], change: dict[str, Any]
+) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["initContainers"][0].update(change)
+    assert "run-as-non-root" in refusals(policy, pod)
+
+
+@pytest.mark.parametrize(("options", "refused"), [
+    ({"kind": "PodExecOptions", "container": "tcpx-daemon", "command": ["sh"]}, ["daemon-exec"]),
+    ({"kind": "PodAttachOptions", "container": "tcpx-daemon"}, ["daemon-exec"]),
+    ({"kind": "PodExecOptions", "container": "trainer", "command": ["sh"]}, []),
+    ({"kind": "PodExecOptions", "command": ["sh"]}, []),
+])
+def test_exec_into_the_daemon_is_refused_and_into_the_trainer_allowed(
+    prod: PlatformSpec, options: dict[str, Any], refused: list[str]
+) -> None:
+    assert refusals_of(gpudirect_admission.exec_policy_spec(prod), {"apiVersion": "v1", **options}) == refused
+
