@@ -35,6 +35,13 @@ INCREMENTAL_STEP_SIZE: Final = 1
 # Rounds of the Incremental dispatcher: a batch of clusters, more after 5 minutes without admission.
 INCREMENTAL_ROUND_MINUTES: Final = 5
 DEFAULT_WORKER_LOST_TIMEOUT: Final = "15m"
+# waitForPodsReady is on by default from the v1beta2 Configuration (0.19): defaults.go sets
+# `waitForPodsReady` when absent, timeout 30 minutes, and pkg/util/waitforpodsready Enabled() is
+# true unless the alpha gate DisableWaitForPodsReady is on. A worker whose pods stay unready that
+# long evicts the Workload; the manager then resets its check to Retry and dispatches it again
+# (docs/fleet.md, "Quota is not capacity").
+DEFAULT_PODS_READY_TIMEOUT: Final = "30m"
+DISABLE_PODS_READY_GATE: Final = "DisableWaitForPodsReady"
 KUBECONFIG_KEY: Final = "kubeconfig"
 
 WORKER_SERVICE_ACCOUNT: Final = "multikueue-sa"

@@ -142,3 +142,13 @@ def test_an_empty_token_after_an_apply_is_an_error() -> None:
 
 def test_a_preview_without_a_token_yet_is_not_an_error() -> None:
     assert _decoded(None, preview=True) == ""
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_workers_keep_kueue_s_default_pods_ready_timeout(fleet: offline.FleetSynthesis, name: str) -> None:
+    # Absent `waitForPodsReady` and no DisableWaitForPodsReady gate: Kueue 0.19 defaults it on
+    # (30 minutes), which is what evicts a job whose pods never start and sends it back to the manager.
+    [kueue] = [r for r in worker(fleet, name).by_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
+    configuration = yaml.safe_load(kueue["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "waitForPodsReady" not in configuration
+    assert multikueue.DISABLE_PODS_READY_GATE not in configuration.get("featureGates", {})
