@@ -69,11 +69,9 @@ _EKS_DEFAULT_CIDRS = ("0.0.0.0/0",)
 
 
 def _covered(cidr: str, allowed: Sequence[str]) -> bool:
-    network = ipaddress.ip_network(cidr, strict=False)
-    return any(
-        network.version == other.version and network.subnet_of(other)  # type: ignore[arg-type]
-        for other in (ipaddress.ip_network(str(a), strict=False) for a in allowed)
-    )
+    """Whether every address of `cidr` is inside one of `allowed` (IPv4, as both APIs take)."""
+    network = ipaddress.IPv4Network(cidr, strict=False)
+    return any(network.subnet_of(ipaddress.IPv4Network(a, strict=False)) for a in allowed)
 
 
 def _eks_unreachable(cluster: Resource, manager_cidrs: Sequence[str]) -> list[str]:
