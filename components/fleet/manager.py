@@ -180,22 +180,22 @@ class FleetManager(pulumi.ComponentResource):
 
     def _queues(
         self, spec: FleetStackSpec, descriptions: Mapping[str, plan.Description], check: pulumi.Resource,
-        kueue: pulumi.Resource,
+        kueue_ready: pulumi.Resource,
     ) -> None:
         """Flavors, cohort, tiers, and per team its namespace, ClusterQueue and LocalQueues."""
         name = self._name
         models = plan.gpu_models(descriptions)
         holders: list[pulumi.Resource] = [
-            self._object(f"{name}-{plan.flavor_name(m)}", "ResourceFlavor", plan.flavor_name(m), plan.flavor_spec(m), [kueue])
+            self._object(f"{name}-{plan.flavor_name(m)}", "ResourceFlavor", plan.flavor_name(m), plan.flavor_spec(m), [kueue_ready])
             for m in models
         ]
-        holders.append(self._object(f"{name}-cohort", "Cohort", plan.COHORT, plan.cohort_spec(descriptions), [kueue]))
+        holders.append(self._object(f"{name}-cohort", "Cohort", plan.COHORT, plan.cohort_spec(descriptions), [kueue_ready]))
         try:
             tiers = plan.priority_tiers(descriptions)
         except plan.FleetConflict as exc:
             raise pulumi.RunError(f"platform.fleet.workers: {exc}") from None
         for tier in tiers:
-            _PriorityClass(f"{name}-{tier['name']}", tier, self._child([kueue]))
+            _PriorityClass(f"{name}-{tier['name']}", tier, self._child([kueue_ready]))
         for team in plan.teams(spec, descriptions):
             namespace = self._namespace(team.namespace, {TEAM_LABEL: team.team})
             queue = self._object(f"{name}-{team.team}", "ClusterQueue", team.cluster_queue,

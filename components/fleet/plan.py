@@ -115,7 +115,7 @@ def priority_tiers(descriptions: Mapping[str, Description]) -> list[Mapping[str,
             known = found.setdefault(tier["name"], (worker, tier))
             if known[1]["value"] != tier["value"]:
                 problems.append(
-                    f"priority tier {tier['name']!r} is {known[1]['value']} on {known[0]} but {tier['value']} on {worker}"
+                    f"priority tier {tier['name']!r} is {known[1]['value']:g} on {known[0]} but {tier['value']:g} on {worker}"
                 )
     if problems:
         raise FleetConflict("; ".join(problems) + ": give each tier the same value on every worker")
