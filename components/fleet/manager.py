@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 from components.facts import charts, multikueue
 from components.fleet import order, plan
 from components.fleet.worker import KUBECONFIG_OUTPUT, QUEUES_OUTPUT
+from components.kubernetes import webhook_gate
 from components.kubernetes.queues import KUEUE_API
 from components.kubernetes.releases import jobset_values, manager_kueue_values
 from components.spec.fleet import FleetStackSpec
@@ -66,12 +67,16 @@ class FleetManager(pulumi.ComponentResource):
             charts.KUEUE,
             descriptions.apply(
                 lambda ds: manager_kueue_values(
-                    [t.namespace for t in plan.teams(spec, ds)], multikueue.INCREMENTAL_DISPATCHER
+                    [t.namespace for t in plan.teams(spec, ds)], multikueue.INCREMENTAL_DISPATCHER,
+                    multikueue.INCREMENTAL_STEP_SIZE,
                 )
             ),
             namespaces[0],
             [jobset],
         )
+        # Kueue objects wait on the workers' webhook gate, not on the release alone (the webhook
+        # refuses connections for a while after its Deployment is available).
+        kueue_ready = self._webhook_gate(kueue)
         clusters: list[pulumi.Resource] = []
         for worker in workers:
             secret = k8s.core.v1.Secret(
@@ -82,7 +87,7 @@ class FleetManager(pulumi.ComponentResource):
             )
             clusters.append(
                 self._object(f"{name}-{plan.cluster_name(worker)}", "MultiKueueCluster", plan.cluster_name(worker),
-                             plan.multikueue_cluster_spec(worker), [kueue, secret])
+                             plan.multikueue_cluster_spec(worker), [kueue_ready, secret])
             )
         self.order: pulumi.Output[list[str]] = descriptions.apply(lambda ds: order.dispatch_order(spec.fleet.order, ds))
         config = self._object(
@@ -91,12 +96,53 @@ class FleetManager(pulumi.ComponentResource):
         )
         check = self._object(f"{name}-{plan.ADMISSION_CHECK}", "AdmissionCheck", plan.ADMISSION_CHECK,
                              plan.admission_check_spec(), [config])
-        descriptions.apply(lambda ds: self._queues(spec, ds, check, kueue))
+        descriptions.apply(lambda ds: self._queues(spec, ds, check, kueue_ready))
         self.per_model: pulumi.Output[dict[str, list[str]]] = descriptions.apply(order.per_model)
         self.register_outputs({"dispatchOrder": self.order})
 
     def _child(self, depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=depends_on))
+
+    def _webhook_gate(self, kueue: k8s.helm.v3.Release) -> k8s.batch.v1.Job:
+        """The Job of components.kubernetes.webhook_gate, as a worker's layer declares it: the
+        provider waits for it to complete, so what depends on it waits for Kueue's webhook."""
+        return k8s.batch.v1.Job(
+            f"{self._name}-{webhook_gate.GATE_NAME}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=webhook_gate.GATE_NAME, namespace=KUEUE_NAMESPACE),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=0,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    spec=k8s.core.v1.PodSpecArgs(
+                        restart_policy="Never",
+                        security_context=k8s.core.v1.PodSecurityContextArgs(
+                            run_as_non_root=True,
+                            run_as_user=webhook_gate.GATE_UID,
+                            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="wait",
+                                image=webhook_gate.CURL_IMAGE,
+                                command=["sh", "-c", webhook_gate.gate_script(KUEUE_NAMESPACE)],
+                                # A Kueue upgrade changes the template: the Job is replaced and runs again.
+                                env=[k8s.core.v1.EnvVarArgs(name="KUEUE_VERSION", value=charts.KUEUE.version)],
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "10m", "memory": "16Mi"}, limits={"memory": "32Mi"}
+                                ),
+                                security_context=k8s.core.v1.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                            )
+                        ],
+                    )
+                ),
+            ),
+            # A Job's template is immutable: a new one replaces it.
+            opts=pulumi.ResourceOptions.merge(
+                self._child([kueue]), pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+            ),
+        )
 
     def _namespace(self, name: str, labels: Mapping[str, str] | None = None) -> k8s.core.v1.Namespace:
         return k8s.core.v1.Namespace(
@@ -134,22 +180,22 @@ class FleetManager(pulumi.ComponentResource):
 
     def _queues(
         self, spec: FleetStackSpec, descriptions: Mapping[str, plan.Description], check: pulumi.Resource,
-        kueue: pulumi.Resource,
+        kueue_ready: pulumi.Resource,
     ) -> None:
         """Flavors, cohort, tiers, and per team its namespace, ClusterQueue and LocalQueues."""
         name = self._name
         models = plan.gpu_models(descriptions)
         holders: list[pulumi.Resource] = [
-            self._object(f"{name}-{plan.flavor_name(m)}", "ResourceFlavor", plan.flavor_name(m), plan.flavor_spec(m), [kueue])
+            self._object(f"{name}-{plan.flavor_name(m)}", "ResourceFlavor", plan.flavor_name(m), plan.flavor_spec(m), [kueue_ready])
             for m in models
         ]
-        holders.append(self._object(f"{name}-cohort", "Cohort", plan.COHORT, plan.cohort_spec(descriptions), [kueue]))
-        tiers: dict[str, Mapping[str, Any]] = {}
-        for description in descriptions.values():
-            for tier in description.get("priorityTiers", []):
-                tiers.setdefault(tier["name"], tier)
-        for tier_name, tier in sorted(tiers.items()):
-            _PriorityClass(f"{name}-{tier_name}", tier, self._child([kueue]))
+        holders.append(self._object(f"{name}-cohort", "Cohort", plan.COHORT, plan.cohort_spec(descriptions), [kueue_ready]))
+        try:
+            tiers = plan.priority_tiers(descriptions)
+        except plan.FleetConflict as exc:
+            raise pulumi.RunError(f"platform.fleet.workers: {exc}") from None
+        for tier in tiers:
+            _PriorityClass(f"{name}-{tier['name']}", tier, self._child([kueue_ready]))
         for team in plan.teams(spec, descriptions):
             namespace = self._namespace(team.namespace, {TEAM_LABEL: team.team})
             queue = self._object(f"{name}-{team.team}", "ClusterQueue", team.cluster_queue,

@@ -98,6 +98,30 @@ def shared(descriptions: Mapping[str, Description]) -> dict[str, int]:
     return totals
 
 
+class FleetConflict(ValueError):
+    """Workers whose descriptions cannot be merged into one manager."""
+
+
+def priority_tiers(descriptions: Mapping[str, Description]) -> list[Mapping[str, Any]]:
+    """The workers' priority tiers, one WorkloadPriorityClass each on the manager, sorted by name.
+
+    A job names its tier once, and the manager's Workload carries that class's value to whichever
+    worker runs it (MultiKueue copies the Workload's priority, workload.go step 5), so two workers
+    giving one tier different values would rank the same job differently: refused, naming them."""
+    found: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    problems: list[str] = []
+    for worker, description in descriptions.items():
+        for tier in description.get("priorityTiers", []):
+            known = found.setdefault(tier["name"], (worker, tier))
+            if known[1]["value"] != tier["value"]:
+                problems.append(
+                    f"priority tier {tier['name']!r} is {known[1]['value']:g} on {known[0]} but {tier['value']:g} on {worker}"
+                )
+    if problems:
+        raise FleetConflict("; ".join(problems) + ": give each tier the same value on every worker")
+    return [tier for _, (_, tier) in sorted(found.items())]
+
+
 def flavor_spec(gpu_model: str) -> dict[str, Any]:
     return {"nodeLabels": {GPU_MODEL_LABEL: gpu_model}}
 

@@ -92,10 +92,24 @@ def worker_kubeconfig(admin_kubeconfig: str, token: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _decoded(data: Any) -> str:
-    """`data.token` of a token Secret, as the API returns it (base64)."""
+class MissingWorkerToken(pulumi.RunError):
+    """The token Secret came back without a token: a kubeconfig without one would let the manager
+    connect as nobody, and MultiKueue would only report the cluster inactive."""
+
+
+def _decoded(data: Any, preview: bool) -> str:
+    """`data.token` of a token Secret, as the API returns it (base64). A preview has no token yet
+    (the Secret is not created); after an apply an empty one is an error, not an empty kubeconfig."""
     value = (data or {}).get("token") or ""
-    return base64.b64decode(value).decode() if value else ""
+    if value:
+        return base64.b64decode(value).decode()
+    if preview:
+        return ""
+    raise MissingWorkerToken(
+        f"Secret {charts.KUEUE.namespace}/{multikueue.WORKER_TOKEN_SECRET} has no data.token: the token controller "
+        "did not fill it (is the ServiceAccount there, and the kube-controller-manager's token controller on?); "
+        "the fleetKubeconfig output is not written without one"
+    )
 
 
 class FleetWorker(pulumi.ComponentResource):
@@ -145,6 +159,8 @@ class FleetWorker(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account]),
         )
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            pulumi.Output.all(admin_kubeconfig, token.data).apply(lambda a: worker_kubeconfig(a[0], _decoded(a[1])))
+            pulumi.Output.all(admin_kubeconfig, token.data).apply(
+                lambda a: worker_kubeconfig(a[0], _decoded(a[1], pulumi.runtime.is_dry_run()))
+            )
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -216,9 +216,10 @@ def jobset_values() -> dict[str, Any]:
 MANAGER_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
 
 
-def manager_kueue_values(namespaces: list[str], dispatcher: str) -> dict[str, Any]:
+def manager_kueue_values(namespaces: list[str], dispatcher: str, step_size: int) -> dict[str, Any]:
     """Kueue on a fleet manager: the chart's configuration with only the dispatched kinds, every job
-    of the team namespaces managed, and MultiKueue's `dispatcherName` (Configuration `multiKueue`,
+    of the team namespaces managed, and MultiKueue's `dispatcherName` with the Incremental
+    dispatcher's `incrementalDispatcherConfig.stepSize` (Configuration `multiKueue`,
     apis/config/v1beta2/configuration_types.go; MultiKueue itself is a beta feature gate, on by
     default in 0.19.2, pkg/features/kube_features.go)."""
     configuration: dict[str, Any] = {
@@ -229,7 +230,7 @@ def manager_kueue_values(namespaces: list[str], dispatcher: str) -> dict[str, An
             "matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": list(namespaces)}]
         },
         "resources": _RESOURCES,
-        "multiKueue": {"dispatcherName": dispatcher},
+        "multiKueue": {"dispatcherName": dispatcher, "incrementalDispatcherConfig": {"stepSize": step_size}},
     }
     return {
         "controllerManager": {"manager": {"image": _release_image("registry.k8s.io/kueue/kueue", charts.KUEUE)}},

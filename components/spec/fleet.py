@@ -8,6 +8,7 @@ a cluster stack is in docs/fleet.md ("Why `cloud: fleet`").
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional
 
@@ -33,6 +34,10 @@ class FleetManagerSpec(_Spec):
     # Per team, per GPU model (e.g. H100-80GB), the GPU slots the manager admits; a team or model
     # not listed gets the sum of the workers' quotas.
     quotas: dict[str, dict[str, Annotated[int, Field(ge=0)]]] = Field(default_factory=dict)
+    # The manager cluster's egress ranges (IPv4 CIDRs): MultiKueue connects from there to each
+    # worker's API endpoint, so `gpu-platform check` requires every worker to admit them
+    # (components.checks.rules.fleet, `fleet-worker-reachable`).
+    manager_cidrs: list[str] = Field(min_length=1)
 
 
 class FleetStackSpec(_Spec):
@@ -80,6 +85,11 @@ def fleet_problems(spec: FleetStackSpec) -> list[Problem]:
     for i, stack in enumerate(stacks):
         if stack in stacks[:i] and workers[i] not in workers[:i]:
             problems.append(Problem(f"{at}.workers[{i}]", f"two workers end in stack {stack!r}: each names its stack file"))
+    for i, cidr in enumerate(spec.fleet.manager_cidrs):
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError:
+            problems.append(Problem(f"{at}.managerCidrs[{i}]", f"expected an IPv4 CIDR such as 198.51.100.0/24, got {cidr!r}"))
     if spec.fleet.order is not None and sorted(spec.fleet.order) != sorted(workers):
         problems.append(Problem(f"{at}.order", f"must list every worker once, in dispatch order; workers: {', '.join(workers)}"))
     return problems

@@ -218,9 +218,11 @@ def test_dev_endpoint_is_public(dev: Synthesis) -> None:
     assert cluster(dev)["inputs"]["vpcConfig"]["endpointPublicAccess"] is True
 
 
-def test_prod_endpoint_is_not_public(prod: Synthesis) -> None:
+def test_prod_endpoint_is_public_only_to_the_fleet_manager_s_range(prod: Synthesis) -> None:
+    # prod-aws is a fleet worker: its API admits the manager's egress range alone (docs/fleet.md).
     config = cluster(prod)["inputs"]["vpcConfig"]
-    assert config["endpointPublicAccess"] is False
+    assert config["endpointPublicAccess"] is True
+    assert config["publicAccessCidrs"] == ["198.51.100.0/24"]
     assert config["endpointPrivateAccess"] is True
 
 

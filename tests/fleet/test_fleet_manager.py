@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from k8s_support import crd_schema
 from test_k8s_queued_provisioning import validate
@@ -107,6 +108,38 @@ def test_a_misspelt_multikueue_field_fails_the_schema() -> None:
 def test_kueue_on_the_manager_dispatches_incrementally_and_only_jobs_and_jobsets(fleet: offline.FleetSynthesis) -> None:
     [kueue] = [r for r in fleet.synthesis.by_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
     configuration = yaml.safe_load(kueue["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert configuration["multiKueue"] == {"dispatcherName": multikueue.INCREMENTAL_DISPATCHER}
+    assert configuration["multiKueue"]["dispatcherName"] == multikueue.INCREMENTAL_DISPATCHER
     assert configuration["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
     assert configuration["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"] == ["applied", "research"]
+
+
+def test_the_incremental_dispatcher_nominates_one_worker_per_round(fleet: offline.FleetSynthesis) -> None:
+    # Kueue defaults stepSize to 3 (apis/config/v1beta2/defaults.go): both workers at once.
+    [kueue] = [r for r in fleet.synthesis.by_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
+    configuration = yaml.safe_load(kueue["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration["multiKueue"]["incrementalDispatcherConfig"] == {"stepSize": 1}
+
+
+def test_every_kueue_object_on_the_manager_waits_for_the_webhook_gate(fleet: offline.FleetSynthesis) -> None:
+    [gate] = fleet.synthesis.by_type("kubernetes:batch/v1:Job")
+    assert gate["inputs"]["metadata"] == {"name": "kueue-webhook-ready", "namespace": "kueue-system"}
+    gate_key = f"kubernetes:batch/v1:Job::{gate['name']}"
+    # The rest (config, check, queues) wait on these, and so on the gate through them.
+    first = [r for r in fleet.synthesis.resources if r["type"].startswith(KUEUE)
+             and r["inputs"]["kind"] in {"MultiKueueCluster", "ResourceFlavor", "Cohort", "WorkloadPriorityClass"}]
+    assert len(first) == 2 + 3 + 1 + len(descriptions(fleet)["organization/gpu-platform/prod-aws"]["priorityTiers"])
+    assert all(gate_key in r["options"]["dependsOn"] for r in first)
+
+
+def _tiers(value: int) -> dict[str, Any]:
+    return {"priorityTiers": [{"name": "production", "value": value, "description": ""}]}
+
+
+def test_workers_agreeing_on_a_tier_give_one_priority_class() -> None:
+    assert plan.priority_tiers({"x/y/a": _tiers(100), "x/y/b": _tiers(100)}) == [_tiers(100)["priorityTiers"][0]]
+
+
+def test_workers_disagreeing_on_a_tier_s_value_are_refused_naming_both() -> None:
+    with pytest.raises(plan.FleetConflict) as caught:
+        plan.priority_tiers({"x/y/a": _tiers(100), "x/y/b": _tiers(200)})
+    assert str(caught.value).startswith("priority tier 'production' is 100 on x/y/a but 200 on x/y/b")

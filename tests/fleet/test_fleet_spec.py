@@ -42,7 +42,7 @@ def test_an_unknown_key_names_the_keys_allowed_there() -> None:
         parse_fleet_spec(platform, SOURCE)
     [problem] = caught.value.problems
     assert problem.path == "platform.fleet.ordr"
-    assert "allowed keys: order, quotas, workers" in problem.message
+    assert "allowed keys: managerCidrs, order, quotas, workers" in problem.message
 
 
 def test_an_order_must_list_every_worker_once() -> None:
@@ -74,3 +74,15 @@ def test_a_worker_without_fleet_worker_is_refused_naming_the_manager_s_field(tmp
         offline.synthesize_fleet(str(stacks / "Pulumi.fleet.yaml"), tmp_path)
     assert [p.path for p in caught.value.problems] == ["platform.fleet.workers[0]"]
     assert "does not set platform.fleet.worker: true" in caught.value.problems[0].message
+
+
+def test_the_manager_s_egress_ranges_are_required() -> None:
+    platform = fleet_platform()
+    del platform["fleet"]["managerCidrs"]
+    assert paths(platform) == ["platform.fleet.managerCidrs"]
+
+
+def test_a_manager_range_that_is_not_a_cidr_names_its_item() -> None:
+    platform = fleet_platform()
+    platform["fleet"]["managerCidrs"] = ["198.51.100.0/24", "fleet-nat"]
+    assert paths(platform) == ["platform.fleet.managerCidrs[1]"]

@@ -11,6 +11,7 @@ from helpers import REPO, platform_of, stack_config
 
 from components.checks.rules import base, fleet as fleet_rule
 from components.facts import multikueue
+from components.fleet.worker import MissingWorkerToken, _decoded
 from components.spec import SpecError, parse_spec
 from infra import offline
 
@@ -124,3 +125,30 @@ def test_being_a_worker_adds_only_the_fleet_outputs(fleet: offline.FleetSynthesi
     as_worker = worker(fleet, WORKERS[0]).outputs
     assert sorted(set(as_worker) - set(outputs)) == ["fleetKubeconfig", "fleetQueues"]
     assert {k: v for k, v in as_worker.items() if k in outputs} == outputs
+
+
+def test_the_manager_may_update_and_patch_remote_workloads(fleet: offline.FleetSynthesis) -> None:
+    # workload.go: remote Update to drop the finalizer before delete and to carry a priority change.
+    [role] = [r["inputs"] for r in worker(fleet, WORKERS[0]).by_type(RBAC + "ClusterRole") if r["inputs"]["metadata"]["name"] == multikueue.WORKER_ROLE]
+    [rule] = [r for r in role["rules"] if r["resources"] == ["workloads"]]
+    assert {"update", "patch"} <= set(rule["verbs"])
+
+
+def test_an_empty_token_after_an_apply_is_an_error() -> None:
+    with pytest.raises(MissingWorkerToken) as caught:
+        _decoded({"token": ""}, preview=False)
+    assert "kueue-system/multikueue-sa has no data.token" in str(caught.value)
+
+
+def test_a_preview_without_a_token_yet_is_not_an_error() -> None:
+    assert _decoded(None, preview=True) == ""
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_workers_keep_kueue_s_default_pods_ready_timeout(fleet: offline.FleetSynthesis, name: str) -> None:
+    # Absent `waitForPodsReady` and no DisableWaitForPodsReady gate: Kueue 0.19 defaults it on
+    # (30 minutes), which is what evicts a job whose pods never start and sends it back to the manager.
+    [kueue] = [r for r in worker(fleet, name).by_type("kubernetes:helm.sh/v3:Release") if r["inputs"]["name"] == "kueue"]
+    configuration = yaml.safe_load(kueue["inputs"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "waitForPodsReady" not in configuration
+    assert multikueue.DISABLE_PODS_READY_GATE not in configuration.get("featureGates", {})

@@ -164,7 +164,10 @@ def test_prod_nodes_are_private_and_the_control_plane_is_limited(prod: Synthesis
     inputs = cluster(prod)["inputs"]
     assert inputs["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
     assert inputs["masterAuthorizedNetworksConfig"] == {
-        "cidrBlocks": [{"cidrBlock": "203.0.113.0/24", "displayName": "office-vpn"}]
+        "cidrBlocks": [
+            {"cidrBlock": "203.0.113.0/24", "displayName": "office-vpn"},
+            {"cidrBlock": "198.51.100.0/24", "displayName": "fleet-manager"},
+        ]
     }
 
 
