@@ -153,6 +153,50 @@ TCPX = GpuDirect(
     source=f"{GKE_TCPX_DOC}; {CEA} gpudirect-tcpx/",
 )
 
+# The "NCCL configs" of the installer release pinned below (v1.0.15, daemon v1.0.21; gpudirect-tcpxo/
+# README.md "Jan 9, 2026", CEA above), as the release notes list them. Since v1.0.12 ("Aug 21,
+# 2025") the guest config checker aborts a workload without NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 and
+# flags NCCL_ALGO and NCCL_NVLS_ENABLE=0 as unexpected (best-practice.md "Use NVLSTree and LL128"),
+# so the list is taken whole rather than merged with older releases'. The notes write the library
+# directory as /usr/local/tcpxo/lib64/ and say to replace it with where the workload mounts the
+# installer's libraries.
+TCPXO_RELEASE = "v1.0.15"
+TCPXO_NOTES_LIB_DIR = "/usr/local/tcpxo/lib64/"
+TCPXO_NCCL_CONFIGS: tuple[str, ...] = (
+    "NCCL_FASTRAK_CTRL_DEV=eth0",
+    "NCCL_FASTRAK_IFNAME=eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
+    "NCCL_SOCKET_IFNAME=eth0",
+    "NCCL_CROSS_NIC=0",
+    "NCCL_PROTO=Simple,LL128",
+    "NCCL_MIN_NCHANNELS=4",
+    "NCCL_TUNER_PLUGIN=libnccl-tuner.so",
+    "NCCL_TUNER_CONFIG_PATH=/usr/local/tcpxo/lib64/a3plus_tuner_config.textproto",
+    "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE=/usr/local/tcpxo/lib64/a3plus_guest_config.textproto",
+    "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE=131072",
+    "NCCL_P2P_NET_CHUNKSIZE=524288",
+    "NCCL_P2P_PCI_CHUNKSIZE=524288",
+    "NCCL_P2P_NVL_CHUNKSIZE=1048576",
+    "NCCL_FASTRAK_NUM_FLOWS=2",
+    "NCCL_FASTRAK_USE_SNAP=1",
+    "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS=600000",
+    "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL=0",
+    "NCCL_BUFFSIZE=8388608",
+    "NCCL_NET_GDR_LEVEL=PIX",
+    "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING=0",
+    "NCCL_FASTRAK_USE_LLCM=1",
+    "NCCL_NVLS_ENABLE=1",
+    "NCCL_DEBUG=WARN",
+    "NCCL_DEBUG_SUBSYS=INIT,NET,ENV,COLL,GRAPH",
+)
+
+
+def tcpxo_nccl_env(configs: tuple[str, ...], lib_dir: str) -> dict[str, str]:
+    """The release's KEY=VALUE lines as an environment, with the notes' library directory
+    replaced by the one the trainer mounts."""
+    return dict(line.replace(TCPXO_NOTES_LIB_DIR, lib_dir).split("=", 1) for line in configs)
+
+
 TCPXO = GpuDirect(
     stack="tcpxo",
     net="FasTrak",
@@ -160,7 +204,7 @@ TCPXO = GpuDirect(
     rdma_networks=0,
     mtu=8244,
     installer_name="nccl-tcpxo-installer",
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
+    installer_image=f"us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:{TCPXO_RELEASE}",
     daemon=Daemon(
         name="tcpxo-daemon",
         image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
@@ -171,34 +215,12 @@ TCPXO = GpuDirect(
         host_mounts=(_LIBS, _SYS, _PROC_SYS),
     ),
     trainer_mounts=(_LIBS, ("aperture-devices", HOST_APERTURE_DEVICES, HOST_APERTURE_DEVICES)),
-    # gpudirect-tcpxo/nccl-test-latest.yaml and README.md: the FasTrak plugin's interfaces, its
-    # LLCM devices, the tuner and guest-config files the installer ships.
+    # gpudirect-tcpxo/nccl-test-latest.yaml: the library path and the LLCM devices; then the NCCL
+    # configs of the pinned installer's release (TCPXO_NCCL_CONFIGS), word for word.
     env={
         "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
         "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": HOST_APERTURE_DEVICES,
-        "NCCL_FASTRAK_CTRL_DEV": "eth0",
-        "NCCL_FASTRAK_IFNAME": "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
-        "NCCL_SOCKET_IFNAME": "eth0",
-        "NCCL_CROSS_NIC": "0",
-        "NCCL_ALGO": "Ring,Tree",
-        "NCCL_PROTO": "Simple,LL128",
-        "NCCL_MIN_NCHANNELS": "4",
-        "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
-        "NCCL_TUNER_CONFIG_PATH": "/usr/local/nvidia/lib64/a3plus_tuner_config.textproto",
-        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/nvidia/lib64/a3plus_guest_config.textproto",
-        "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
-        "NCCL_P2P_NET_CHUNKSIZE": "524288",
-        "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-        "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
-        "NCCL_FASTRAK_NUM_FLOWS": "2",
-        "NCCL_FASTRAK_USE_SNAP": "1",
-        "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000",
-        "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
-        "NCCL_BUFFSIZE": "8388608",
-        "NCCL_NET_GDR_LEVEL": "PIX",
-        "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0",
-        "NCCL_FASTRAK_USE_LLCM": "1",
-        "NCCL_NVLS_ENABLE": "0",
+        **tcpxo_nccl_env(TCPXO_NCCL_CONFIGS, "/usr/local/nvidia/lib64/"),
     },
     source=f"{GKE_TCPX_DOC}; {CEA} gpudirect-tcpxo/",
 )

@@ -250,12 +250,34 @@ def mega_spec() -> Any:
     return spec_of(platform)
 
 
-def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_aperture_devices() -> None:
-    jobset = renderer.render(mega_spec(), renderer.JobRequest(
+def tcpxo_job() -> dict[str, Any]:
+    return renderer.render(mega_spec(), renderer.JobRequest(
         pool="h100-train", nodes=2, gpus_per_node=8, team="research", tier="production",
         image="registry.invalid/trainer:1", trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1",
                                                           "--global-batch-size", "16", "--seq-len", "128", "--seed", "0",
                                                           "--data", "/data/datasets/corpus"]))
+
+
+def test_a_tcpxo_job_s_nccl_env_is_the_pinned_installer_release_s_list() -> None:
+    from components.facts import gpudirect
+
+    assert gpudirect.TCPXO.installer_image.endswith(":" + gpudirect.TCPXO_RELEASE) and gpudirect.TCPXO_RELEASE == "v1.0.15"
+    env = {k: v["value"] for k, v in env_of(tcpxo_job()).items() if "value" in v}
+    release = dict(line.split("=", 1) for line in gpudirect.TCPXO_NCCL_CONFIGS)
+    assert {k: env[k].replace("/usr/local/nvidia/lib64/", "/usr/local/tcpxo/lib64/") for k in release} == release
+    assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072" and env["NCCL_NVLS_ENABLE"] == "1"
+    assert "NCCL_ALGO" not in env and "NCCL_DYNAMIC_CHUNK_SIZE" not in env
+
+
+def test_the_tcpxo_guest_config_and_tuner_are_read_where_the_trainer_mounts_the_installer_s_libraries() -> None:
+    env = env_of(tcpxo_job())
+    mounts = {m["mountPath"] for m in container_of(tcpxo_job())["volumeMounts"]}
+    for key in ("NCCL_TUNER_CONFIG_PATH", "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"):
+        assert env[key]["value"].rsplit("/", 1)[0] in mounts
+
+
+def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_aperture_devices() -> None:
+    jobset = tcpxo_job()
     template = template_of(jobset)
     [daemon] = template["spec"]["initContainers"]
     assert (daemon["name"], daemon["restartPolicy"]) == ("tcpxo-daemon", "Always")
