@@ -53,6 +53,17 @@ MAX_GPUDIRECT_POOLS = 256 // SUBNETS_PER_POOL
 _GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
 
 
+# What the receive-datapath daemon requests, and is limited to (cpu millicores, memory MiB). Google's
+# manifests (gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml,
+# gpudirect-tcpxo/nccl-test-latest.yaml, CEA above) set no resources on it; in a team namespace the
+# LimitRange would then default it to 500m/1Gi, unseen by the trainer's share of the node. Stated
+# here so the renderer subtracts it from the trainer and the fit proof counts it (a native sidecar
+# adds to the pod's requests). The figure is ours, not Google's: two cores and 4 GiB, above the
+# 1 GiB memory-backed scratch the older TCPXO manifests gave the daemon.
+DAEMON_CPU_M = 2000
+DAEMON_MEMORY_MIB = 4096
+
+
 @dataclass(frozen=True)
 class Daemon:
     """The receive-datapath manager a TCPX/TCPXO pod runs beside the trainer."""

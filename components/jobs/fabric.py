@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from components.facts import fabric as facts
-from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GpuDirect
+from components.facts.gpudirect import DAEMON_CPU_M, DAEMON_MEMORY_MIB, DEVICE_ANNOTATION_PREFIX, GpuDirect
+from components.node_resources import NOTHING, Requests, cpu_quantity, memory_quantity
 from components.pools import Pool, gpudirect_annotations, gpudirect_of
 from components.spec import NodePoolSpec, PlatformSpec
 
@@ -120,6 +121,15 @@ def gke_trainer_mounts(family: GpuDirect) -> list[dict[str, Any]]:
     return [{"name": name, "mountPath": path, "readOnly": True} for name, _, path in family.trainer_mounts] + _socket_mount(family)
 
 
+def daemon_requests(family: GpuDirect | None) -> Requests:
+    """What the family's daemon sidecar takes of the pod's node (none without a daemon)."""
+    return Requests(DAEMON_CPU_M, DAEMON_MEMORY_MIB) if family is not None and family.daemon is not None else NOTHING
+
+
+def daemon_resources() -> dict[str, str]:
+    return {"cpu": cpu_quantity(DAEMON_CPU_M), "memory": memory_quantity(DAEMON_MEMORY_MIB)}
+
+
 def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
     """The receive-datapath daemon as a native sidecar (an init container that keeps running,
     Kubernetes >= 1.29 SidecarContainers): it starts before the trainer and stops after it, so
@@ -135,6 +145,7 @@ def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
         "command": list(daemon.command),
         "args": list(daemon.args),
         "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        "resources": {"requests": daemon_resources(), "limits": daemon_resources()},
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},
         "volumeMounts": [{"name": name, "mountPath": path} for name, _, path in daemon.host_mounts] + _socket_mount(family),
     }]

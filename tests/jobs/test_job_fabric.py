@@ -292,3 +292,8 @@ def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_apert
     assert [i["network"] for i in attached][1:] == [f"h100-train-vpc{i}" for i in range(1, 9)]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-node-0-0", **template["metadata"]}, "spec": template["spec"]}
     kubernetes_validate.validate(pod, "1.33", strict=True)
+
+
+def test_the_gpudirect_daemon_sidecar_states_its_requests_as_its_limits() -> None:
+    [daemon] = template_of(tcpxo_job())["spec"]["initContainers"]
+    assert daemon["resources"]["requests"] == daemon["resources"]["limits"] == {"cpu": "2000m", "memory": "4096Mi"}
