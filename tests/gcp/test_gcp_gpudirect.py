@@ -156,3 +156,9 @@ def test_an_a3_mega_pool_gets_eight_gpu_vpcs_and_the_tcpxo_installer_with_its_ho
     assert init[1]["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
     assert pools_of(objects(mega, "DaemonSet")["device-injector"]) == ["h100-train"]
     kubernetes_validate.validate(installer, "1.33", strict=True)
+
+
+def test_gpudirect_node_pools_are_deleted_before_they_are_replaced_and_others_are_not(prod: Synthesis) -> None:
+    pools = {r["name"]: r["options"]["deleteBeforeReplace"] for r in prod.resources if r["type"] == "gcp:container/nodePool:NodePool"}
+    assert pools["ml-prod-h100-train"] and pools["ml-prod-h200-train"]
+    assert not pools["ml-prod-l4-eval"]
