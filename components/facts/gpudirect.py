@@ -254,6 +254,11 @@ def _rdma(tuner: str) -> GpuDirect:
         env={
             "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
             "NCCL_NET": "gIB",
+            # NCCL's bootstrap and torch's Gloo groups on the pod network: the pod has eth0 and
+            # the RDMA NICs only (the node's second gVNIC, eth1, stays on the host: pod_networks),
+            # so a list naming eth1 as well would name an interface these pods lack.
+            "NCCL_SOCKET_IFNAME": "eth0",
+            "GLOO_SOCKET_IFNAME": "eth0",
             "NCCL_CROSS_NIC": "0",
             "NCCL_NET_GDR_LEVEL": "PIX",
             "NCCL_P2P_NET_CHUNKSIZE": "131072",

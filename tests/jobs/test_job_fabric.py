@@ -297,3 +297,8 @@ def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_apert
 def test_the_gpudirect_daemon_sidecar_states_its_requests_as_its_limits() -> None:
     [daemon] = template_of(tcpxo_job())["spec"]["initContainers"]
     assert daemon["resources"]["requests"] == daemon["resources"]["limits"] == {"cpu": "2000m", "memory": "4096Mi"}
+
+
+def test_an_rdma_job_keeps_nccl_bootstrap_and_gloo_on_the_pod_network() -> None:
+    env = env_of(gke_job("h200-train"))
+    assert env["NCCL_SOCKET_IFNAME"]["value"] == env["GLOO_SOCKET_IFNAME"]["value"] == "eth0"
