@@ -76,6 +76,9 @@ class Daemon:
     devices: tuple[str, ...]
     # Host paths the daemon mounts: (volume name, host path, mount path).
     host_mounts: tuple[tuple[str, str, str], ...]
+    # The file the daemon writes once initialized, named by its HEALTH_CHECK_LOG_FILE (no
+    # underscore allowed in the name), for a startup probe; None where none is documented.
+    health_check_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,8 @@ TCPXO = GpuDirect(
         capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
         devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
         host_mounts=(_LIBS, _SYS, _PROC_SYS),
+        # gpudirect-tcpxo/best-practice.md "Setup Startup Probe for the TCPXO-daemon Sidecar".
+        health_check_file="/run/health-check",
     ),
     trainer_mounts=(_LIBS, ("aperture-devices", HOST_APERTURE_DEVICES, HOST_APERTURE_DEVICES)),
     # gpudirect-tcpxo/nccl-test-latest.yaml: the library path and the LLCM devices; then the NCCL

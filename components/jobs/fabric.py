@@ -138,13 +138,25 @@ def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
     daemon = family.daemon
     if daemon is None:
         return []
+    env = [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}]
+    probe: dict[str, Any] = {}
+    if daemon.health_check_file is not None:
+        # The kubelet starts the trainer only once a sidecar's startup probe passed, and restarts
+        # a daemon that never initializes (a bad node's host components) instead of letting the
+        # trainer fall back. Timings: gpudirect-tcpxo/best-practice.md "Setup Startup Probe".
+        env.append({"name": "HEALTH_CHECK_LOG_FILE", "value": daemon.health_check_file})
+        probe = {"startupProbe": {
+            "exec": {"command": ["cat", daemon.health_check_file]},
+            "initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 6,
+        }}
     return [{
         "name": daemon.name,
         "image": daemon.image,
         "restartPolicy": "Always",
         "command": list(daemon.command),
         "args": list(daemon.args),
-        "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        "env": env,
+        **probe,
         "resources": {"requests": daemon_resources(), "limits": daemon_resources()},
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},
         "volumeMounts": [{"name": name, "mountPath": path} for name, _, path in daemon.host_mounts] + _socket_mount(family),

@@ -302,3 +302,15 @@ def test_the_gpudirect_daemon_sidecar_states_its_requests_as_its_limits() -> Non
 def test_an_rdma_job_keeps_nccl_bootstrap_and_gloo_on_the_pod_network() -> None:
     env = env_of(gke_job("h200-train"))
     assert env["NCCL_SOCKET_IFNAME"]["value"] == env["GLOO_SOCKET_IFNAME"]["value"] == "eth0"
+
+
+def test_the_tcpxo_daemon_holds_the_trainer_until_its_health_check_file_exists() -> None:
+    [daemon] = template_of(tcpxo_job())["spec"]["initContainers"]
+    assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in daemon["env"]
+    assert daemon["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
+    assert "_" not in daemon["startupProbe"]["exec"]["command"][1]
+
+
+def test_the_tcpx_daemon_gets_no_startup_probe_google_does_not_document_one() -> None:
+    [daemon] = template_of(gke_job("h100-train"))["spec"]["initContainers"]
+    assert "startupProbe" not in daemon
