@@ -100,6 +100,9 @@ class GpuDirect:
     trainer_mounts: tuple[tuple[str, str, str], ...]
     env: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    # The NCCL net plugin library as the trainer sees it once the installer put it on the host:
+    # the pod waits for it before NCCL starts (components.jobs.torchrun).
+    plugin_library: str = "/usr/local/nvidia/lib64/libnccl-net.so"
 
     @property
     def network_names(self) -> list[str]:
@@ -275,6 +278,7 @@ def _rdma(tuner: str) -> GpuDirect:
             "NCCL_TUNER_CONFIG_PATH": f"/usr/local/gib/configs/{tuner}",
         },
         source=f"{GKE_RDMA_DOC}; {CEA} gpudirect-rdma/",
+        plugin_library="/usr/local/gib/lib64/libnccl-net.so",
     )
 
 

@@ -38,6 +38,13 @@ EXIT_FABRIC = 3
 MARKER_ENV = "TRAINER_FABRIC_MARKER"
 FABRIC_MARKER = "/tmp/trainer-fabric-failed"
 FABRIC_FAILURE_RULE = "fabric-failure-is-final"
+# A GPUDirect pod waits (bounded) for the family's NCCL plugin library before torchrun starts: on a
+# fresh node the installer DaemonSet may still be copying it, and NCCL without it would pick
+# sockets, which the gate takes as final. Past the wait the pod fails with status 1, which the
+# JobSet retries, not with EXIT_FABRIC.
+PLUGIN_ENV = "TRAINER_NCCL_PLUGIN"
+PLUGIN_WAIT_ENV = "TRAINER_NCCL_PLUGIN_WAIT_SECONDS"
+PLUGIN_WAIT_S = 300
 # The node's name in the gate's message (Kubernetes downward API, spec.nodeName).
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
@@ -72,6 +79,7 @@ def env(pool: Pool, nodes: int, efa_devices: int, family: GpuDirect | None = Non
         entries += [{"name": k, "value": v} for k, v in facts.efa_env(pool.instance_type.name).items()]
     if family is not None:
         entries += [{"name": k, "value": v} for k, v in family.env.items()]
+        entries += [{"name": PLUGIN_ENV, "value": family.plugin_library}, {"name": PLUGIN_WAIT_ENV, "value": str(PLUGIN_WAIT_S)}]
     return entries
 
 

@@ -314,3 +314,11 @@ def test_the_tcpxo_daemon_holds_the_trainer_until_its_health_check_file_exists()
 def test_the_tcpx_daemon_gets_no_startup_probe_google_does_not_document_one() -> None:
     [daemon] = template_of(gke_job("h100-train"))["spec"]["initContainers"]
     assert "startupProbe" not in daemon
+
+
+@pytest.mark.parametrize(("pool", "library"), [("h100-train", "/usr/local/nvidia/lib64/libnccl-net.so"),
+                                               ("h200-train", "/usr/local/gib/lib64/libnccl-net.so")])
+def test_a_gpudirect_pod_waits_for_its_nccl_plugin_under_a_path_it_mounts(pool: str, library: str) -> None:
+    jobset = gke_job(pool)
+    assert env_of(jobset)["TRAINER_NCCL_PLUGIN"]["value"] == library
+    assert any(library.startswith(m["mountPath"] + "/") for m in container_of(jobset)["volumeMounts"])
