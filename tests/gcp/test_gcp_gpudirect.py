@@ -4,12 +4,13 @@ installers; dev-gcp (no GPUDirect pool) gets none of it."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import jsonschema
 import kubernetes_validate
 import pytest
-from gcp_support import cluster, node_pool, platform, synthesize
+from gcp_support import cluster, messages_at, node_pool, platform, synthesize
 from k8s_support import crd_schema
 
 from infra.synth import Synthesis
@@ -162,3 +163,24 @@ def test_gpudirect_node_pools_are_deleted_before_they_are_replaced_and_others_ar
     pools = {r["name"]: r["options"]["deleteBeforeReplace"] for r in prod.resources if r["type"] == "gcp:container/nodePool:NodePool"}
     assert pools["ml-prod-h100-train"] and pools["ml-prod-h200-train"]
     assert not pools["ml-prod-l4-eval"]
+
+
+def test_adding_a_gpudirect_pool_before_another_leaves_the_other_s_subnet_ranges_unchanged(prod: Synthesis) -> None:
+    raw = platform("prod-gcp")
+    first = copy.deepcopy(next(p for p in raw["nodePools"] if p["name"] == "h100-train"))
+    raw["nodePools"].insert(0, {**first, "name": "h100-extra"})
+    grown = synthesize(raw, "prod-gcp")
+    before, after = subnets(prod), subnets(grown)
+    kept = {name: s["ipCidrRange"] for name, s in before.items()}
+    assert kept and {name: after[name]["ipCidrRange"] for name in kept} == kept
+    assert len(after) > len(before)
+
+
+def test_two_gpudirect_pools_on_one_subnet_slot_are_refused_naming_the_field() -> None:
+    raw = platform("prod-gcp")
+    names = [p["name"] for p in raw["nodePools"]]
+    for pool in raw["nodePools"]:
+        if pool["name"] in ("h100-train", "h200-train"):
+            pool["gpuSubnetSlot"] = 3
+    [message] = messages_at(raw, f"platform.nodePools[{names.index('h200-train')}].gpuSubnetSlot")
+    assert "slot 3, which pool h100-train takes" in message
