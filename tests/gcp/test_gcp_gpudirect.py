@@ -184,3 +184,9 @@ def test_two_gpudirect_pools_on_one_subnet_slot_are_refused_naming_the_field() -
             pool["gpuSubnetSlot"] = 3
     [message] = messages_at(raw, f"platform.nodePools[{names.index('h200-train')}].gpuSubnetSlot")
     assert "slot 3, which pool h100-train takes" in message
+
+
+def test_gpu_networks_carry_the_cluster_prefix_once_in_their_pulumi_names(prod: Synthesis) -> None:
+    names = [r["name"] for r in prod.resources if r["type"] in (NETWORK, SUBNET, "gcp:compute/firewall:Firewall")]
+    assert "ml-prod-h100-train-gpu-1" in names and "ml-prod-h100-train-gpu-1-internal" in names
+    assert not [n for n in names if n.startswith("ml-prod-ml-prod-")]
