@@ -16,6 +16,7 @@ from components.facts import catalog
 from components.facts.capacity import ON_REQUEST, RESERVED, Way
 from components.facts.gpudirect import GPU_SUBNET_BLOCK, GPUDIRECT, SUBNETS_PER_POOL, GpuDirect
 from components.spec import NodePoolSpec, PlatformSpec, SharingMode
+from components.spec.gcp_rules import gpu_subnet_slot
 from components.spec.platform_rules import gpus_per_node, slots_per_gpu
 
 # Label keys we own; the NVIDIA ones are read by the device plugin and GPU feature discovery.
@@ -217,7 +218,7 @@ def fabric_pools(spec: PlatformSpec) -> list[FabricPool]:
         family = gpudirect_of(spec, spec_pool)
         if family is None:
             continue
-        base = len(found) * SUBNETS_PER_POOL
+        base = gpu_subnet_slot(spec_pool) * SUBNETS_PER_POOL
         pool_zones = list(spec_pool.zones or (spec.gcp.zones if spec.gcp else []))
         found.append(FabricPool(spec_pool.name, family, _vpcs(spec, spec_pool.name, family, base, pool_zones)))
     return found

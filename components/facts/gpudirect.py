@@ -53,6 +53,17 @@ MAX_GPUDIRECT_POOLS = 256 // SUBNETS_PER_POOL
 _GPU_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl", "/dev/nvidia-uvm")
 
 
+# What the receive-datapath daemon requests, and is limited to (cpu millicores, memory MiB). Google's
+# manifests (gpudirect-tcpx/nccl-test-unprivileged-without-hostnetwork.yaml,
+# gpudirect-tcpxo/nccl-test-latest.yaml, CEA above) set no resources on it; in a team namespace the
+# LimitRange would then default it to 500m/1Gi, unseen by the trainer's share of the node. Stated
+# here so the renderer subtracts it from the trainer and the fit proof counts it (a native sidecar
+# adds to the pod's requests). The figure is ours, not Google's: two cores and 4 GiB, above the
+# 1 GiB memory-backed scratch the older TCPXO manifests gave the daemon.
+DAEMON_CPU_M = 2000
+DAEMON_MEMORY_MIB = 4096
+
+
 @dataclass(frozen=True)
 class Daemon:
     """The receive-datapath manager a TCPX/TCPXO pod runs beside the trainer."""
@@ -67,6 +78,9 @@ class Daemon:
     host_mounts: tuple[tuple[str, str, str], ...]
     # The daemon's environment: the node's driver libraries (the manifests' LD_LIBRARY_PATH).
     env: tuple[tuple[str, str], ...] = (("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64"),)
+    # The file the daemon writes once initialized, named by its HEALTH_CHECK_LOG_FILE (no
+    # underscore allowed in the name), for a startup probe; None where none is documented.
+    health_check_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,9 @@ class GpuDirect:
     trainer_mounts: tuple[tuple[str, str, str], ...]
     env: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    # The NCCL net plugin library as the trainer sees it once the installer put it on the host:
+    # the pod waits for it before NCCL starts (components.jobs.torchrun).
+    plugin_library: str = "/usr/local/nvidia/lib64/libnccl-net.so"
 
     @property
     def network_names(self) -> list[str]:
@@ -155,6 +172,50 @@ TCPX = GpuDirect(
     source=f"{GKE_TCPX_DOC}; {CEA} gpudirect-tcpx/",
 )
 
+# The "NCCL configs" of the installer release pinned below (v1.0.15, daemon v1.0.21; gpudirect-tcpxo/
+# README.md "Jan 9, 2026", CEA above), as the release notes list them. Since v1.0.12 ("Aug 21,
+# 2025") the guest config checker aborts a workload without NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 and
+# flags NCCL_ALGO and NCCL_NVLS_ENABLE=0 as unexpected (best-practice.md "Use NVLSTree and LL128"),
+# so the list is taken whole rather than merged with older releases'. The notes write the library
+# directory as /usr/local/tcpxo/lib64/ and say to replace it with where the workload mounts the
+# installer's libraries.
+TCPXO_RELEASE = "v1.0.15"
+TCPXO_NOTES_LIB_DIR = "/usr/local/tcpxo/lib64/"
+TCPXO_NCCL_CONFIGS: tuple[str, ...] = (
+    "NCCL_FASTRAK_CTRL_DEV=eth0",
+    "NCCL_FASTRAK_IFNAME=eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
+    "NCCL_SOCKET_IFNAME=eth0",
+    "NCCL_CROSS_NIC=0",
+    "NCCL_PROTO=Simple,LL128",
+    "NCCL_MIN_NCHANNELS=4",
+    "NCCL_TUNER_PLUGIN=libnccl-tuner.so",
+    "NCCL_TUNER_CONFIG_PATH=/usr/local/tcpxo/lib64/a3plus_tuner_config.textproto",
+    "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE=/usr/local/tcpxo/lib64/a3plus_guest_config.textproto",
+    "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE=131072",
+    "NCCL_P2P_NET_CHUNKSIZE=524288",
+    "NCCL_P2P_PCI_CHUNKSIZE=524288",
+    "NCCL_P2P_NVL_CHUNKSIZE=1048576",
+    "NCCL_FASTRAK_NUM_FLOWS=2",
+    "NCCL_FASTRAK_USE_SNAP=1",
+    "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS=600000",
+    "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL=0",
+    "NCCL_BUFFSIZE=8388608",
+    "NCCL_NET_GDR_LEVEL=PIX",
+    "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING=0",
+    "NCCL_FASTRAK_USE_LLCM=1",
+    "NCCL_NVLS_ENABLE=1",
+    "NCCL_DEBUG=WARN",
+    "NCCL_DEBUG_SUBSYS=INIT,NET,ENV,COLL,GRAPH",
+)
+
+
+def tcpxo_nccl_env(configs: tuple[str, ...], lib_dir: str) -> dict[str, str]:
+    """The release's KEY=VALUE lines as an environment, with the notes' library directory
+    replaced by the one the trainer mounts."""
+    return dict(line.replace(TCPXO_NOTES_LIB_DIR, lib_dir).split("=", 1) for line in configs)
+
+
 TCPXO = GpuDirect(
     stack="tcpxo",
     net="FasTrak",
@@ -162,7 +223,7 @@ TCPXO = GpuDirect(
     rdma_networks=0,
     mtu=8244,
     installer_name="nccl-tcpxo-installer",
-    installer_image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
+    installer_image=f"us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:{TCPXO_RELEASE}",
     daemon=Daemon(
         name="tcpxo-daemon",
         image="us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21",
@@ -171,36 +232,16 @@ TCPXO = GpuDirect(
         capabilities=("NET_ADMIN", "NET_BIND_SERVICE"),
         devices=(*_GPU_DEVICES, "/dev/dmabuf_import_helper"),
         host_mounts=(_LIBS, _SYS, _PROC_SYS),
+        # gpudirect-tcpxo/best-practice.md "Setup Startup Probe for the TCPXO-daemon Sidecar".
+        health_check_file="/run/health-check",
     ),
     trainer_mounts=(_LIBS, ("aperture-devices", HOST_APERTURE_DEVICES, HOST_APERTURE_DEVICES)),
-    # gpudirect-tcpxo/nccl-test-latest.yaml and README.md: the FasTrak plugin's interfaces, its
-    # LLCM devices, the tuner and guest-config files the installer ships.
+    # gpudirect-tcpxo/nccl-test-latest.yaml: the library path and the LLCM devices; then the NCCL
+    # configs of the pinned installer's release (TCPXO_NCCL_CONFIGS), word for word.
     env={
         "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
         "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": HOST_APERTURE_DEVICES,
-        "NCCL_FASTRAK_CTRL_DEV": "eth0",
-        "NCCL_FASTRAK_IFNAME": "eth1,eth2,eth3,eth4,eth5,eth6,eth7,eth8",
-        "NCCL_SOCKET_IFNAME": "eth0",
-        "NCCL_CROSS_NIC": "0",
-        "NCCL_ALGO": "Ring,Tree",
-        "NCCL_PROTO": "Simple,LL128",
-        "NCCL_MIN_NCHANNELS": "4",
-        "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
-        "NCCL_TUNER_CONFIG_PATH": "/usr/local/nvidia/lib64/a3plus_tuner_config.textproto",
-        "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/usr/local/nvidia/lib64/a3plus_guest_config.textproto",
-        "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
-        "NCCL_P2P_NET_CHUNKSIZE": "524288",
-        "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-        "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
-        "NCCL_FASTRAK_NUM_FLOWS": "2",
-        "NCCL_FASTRAK_USE_SNAP": "1",
-        "NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS": "600000",
-        "NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL": "0",
-        "NCCL_BUFFSIZE": "8388608",
-        "NCCL_NET_GDR_LEVEL": "PIX",
-        "NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING": "0",
-        "NCCL_FASTRAK_USE_LLCM": "1",
-        "NCCL_NVLS_ENABLE": "0",
+        **tcpxo_nccl_env(TCPXO_NCCL_CONFIGS, "/usr/local/nvidia/lib64/"),
     },
     source=f"{GKE_TCPX_DOC}; {CEA} gpudirect-tcpxo/",
 )
@@ -223,6 +264,11 @@ def _rdma(tuner: str) -> GpuDirect:
         env={
             "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
             "NCCL_NET": "gIB",
+            # NCCL's bootstrap and torch's Gloo groups on the pod network: the pod has eth0 and
+            # the RDMA NICs only (the node's second gVNIC, eth1, stays on the host: pod_networks),
+            # so a list naming eth1 as well would name an interface these pods lack.
+            "NCCL_SOCKET_IFNAME": "eth0",
+            "GLOO_SOCKET_IFNAME": "eth0",
             "NCCL_CROSS_NIC": "0",
             "NCCL_NET_GDR_LEVEL": "PIX",
             "NCCL_P2P_NET_CHUNKSIZE": "131072",
@@ -234,6 +280,7 @@ def _rdma(tuner: str) -> GpuDirect:
             "NCCL_TUNER_CONFIG_PATH": f"/usr/local/gib/configs/{tuner}",
         },
         source=f"{GKE_RDMA_DOC}; {CEA} gpudirect-rdma/",
+        plugin_library="/usr/local/gib/lib64/libnccl-net.so",
     )
 
 

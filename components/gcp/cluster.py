@@ -219,6 +219,13 @@ def gpu_pool(
             reservation_affinity=reservation,
             resource_labels={"gpu-platform-pool": pool.name},
         ),
-        # The autoscaler owns the node count; initialNodeCount also forces replacement.
-        opts=wing.child(ignore_changes=["nodeCount", "initialNodeCount"]),
+        # The autoscaler owns the node count; initialNodeCount also forces replacement. Adding or
+        # changing a pool's network_config (its GPU NICs) replaces the node pool (the provider's
+        # schema marks network_config.additional_node_network_configs ForceNew: terraform-provider-
+        # google resource_container_node_pool.go, the same schema in GoogleCloudPlatform/
+        # terraform-google-conversion v7; gVNIC likewise as the GPUDirect review read it), and a
+        # pool keeps its fixed GKE name, so Pulumi's
+        # create-before-delete would fail with "already exists": a GPUDirect pool, which scales
+        # to zero, is deleted first (docs/gcp.md, "Adding GPUDirect to an existing pool").
+        opts=wing.child(ignore_changes=["nodeCount", "initialNodeCount"], delete_before_replace=bool(fabric)),
     )

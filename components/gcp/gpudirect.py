@@ -93,6 +93,10 @@ chmod -R a+r /dev/aperture_devices
 chmod a+rw /dev/aperture_devices/*/resource*
 """
 # The image the host preparation runs in: only nsenter is used, the rest are the host's tools.
+# Pinned by tag, not digest: Google's manifest runs plain `ubuntu` (gpudirect-tcpxo/
+# nccl-tcpxo-installer.yaml, pre-installation), so no upstream digest exists to copy, and none is
+# reachable to resolve from here. Pin it by digest (`docker buildx imagetools inspect ubuntu:24.04`)
+# or mirror it to the project's registry before a production deploy (docs/gcp.md).
 HOST_PREP_IMAGE = "ubuntu:24.04"
 
 

@@ -94,7 +94,7 @@ def fabric_networks(wing: Wing, pools: list[FabricPool]) -> dict[str, FabricNics
         nics: list[tuple[pulumi.Output[str], pulumi.Output[str]]] = []
         for plan in pool.vpcs:
             vpc = gcp.compute.Network(
-                f"{wing.name}-{plan.name}",
+                plan.name,
                 name=plan.name,
                 auto_create_subnetworks=False,
                 routing_mode="REGIONAL",
@@ -106,7 +106,7 @@ def fabric_networks(wing: Wing, pools: list[FabricPool]) -> dict[str, FabricNics
             )
             for subnet in plan.subnets:
                 made = gcp.compute.Subnetwork(
-                    f"{wing.name}-{subnet.name}",
+                    subnet.name,
                     name=subnet.name,
                     region=wing.region,
                     network=vpc.id,
@@ -116,7 +116,7 @@ def fabric_networks(wing: Wing, pools: list[FabricPool]) -> dict[str, FabricNics
                 nics.append((vpc.name, made.name))
             if plan.roce_zone is None:
                 gcp.compute.Firewall(
-                    f"{wing.name}-{plan.name}-internal",
+                    f"{plan.name}-internal",
                     name=f"{plan.name}-internal",
                     network=vpc.id,
                     direction="INGRESS",

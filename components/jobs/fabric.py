@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from components.facts import fabric as facts
-from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GpuDirect
+from components.facts.gpudirect import DAEMON_CPU_M, DAEMON_MEMORY_MIB, DEVICE_ANNOTATION_PREFIX, GpuDirect
+from components.node_resources import NOTHING, Requests, cpu_quantity, memory_quantity
 from components.pools import Pool, gpudirect_annotations, gpudirect_of
 from components.spec import NodePoolSpec, PlatformSpec
 
@@ -37,6 +38,13 @@ EXIT_FABRIC = 3
 MARKER_ENV = "TRAINER_FABRIC_MARKER"
 FABRIC_MARKER = "/tmp/trainer-fabric-failed"
 FABRIC_FAILURE_RULE = "fabric-failure-is-final"
+# A GPUDirect pod waits (bounded) for the family's NCCL plugin library before torchrun starts: on a
+# fresh node the installer DaemonSet may still be copying it, and NCCL without it would pick
+# sockets, which the gate takes as final. Past the wait the pod fails with status 1, which the
+# JobSet retries, not with EXIT_FABRIC.
+PLUGIN_ENV = "TRAINER_NCCL_PLUGIN"
+PLUGIN_WAIT_ENV = "TRAINER_NCCL_PLUGIN_WAIT_SECONDS"
+PLUGIN_WAIT_S = 300
 # The node's name in the gate's message (Kubernetes downward API, spec.nodeName).
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
@@ -71,6 +79,7 @@ def env(pool: Pool, nodes: int, efa_devices: int, family: GpuDirect | None = Non
         entries += [{"name": k, "value": v} for k, v in facts.efa_env(pool.instance_type.name).items()]
     if family is not None:
         entries += [{"name": k, "value": v} for k, v in family.env.items()]
+        entries += [{"name": PLUGIN_ENV, "value": family.plugin_library}, {"name": PLUGIN_WAIT_ENV, "value": str(PLUGIN_WAIT_S)}]
     return entries
 
 
@@ -120,6 +129,15 @@ def gke_trainer_mounts(family: GpuDirect) -> list[dict[str, Any]]:
     return [{"name": name, "mountPath": path, "readOnly": True} for name, _, path in family.trainer_mounts] + _socket_mount(family)
 
 
+def daemon_requests(family: GpuDirect | None) -> Requests:
+    """What the family's daemon sidecar takes of the pod's node (none without a daemon)."""
+    return Requests(DAEMON_CPU_M, DAEMON_MEMORY_MIB) if family is not None and family.daemon is not None else NOTHING
+
+
+def daemon_resources() -> dict[str, str]:
+    return {"cpu": cpu_quantity(DAEMON_CPU_M), "memory": memory_quantity(DAEMON_MEMORY_MIB)}
+
+
 def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
     """The receive-datapath daemon as a native sidecar (an init container that keeps running,
     Kubernetes >= 1.29 SidecarContainers): it starts before the trainer and stops after it, so
@@ -128,13 +146,26 @@ def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
     daemon = family.daemon
     if daemon is None:
         return []
+    env = [{"name": name, "value": value} for name, value in daemon.env]
+    probe: dict[str, Any] = {}
+    if daemon.health_check_file is not None:
+        # The kubelet starts the trainer only once a sidecar's startup probe passed, and restarts
+        # a daemon that never initializes (a bad node's host components) instead of letting the
+        # trainer fall back. Timings: gpudirect-tcpxo/best-practice.md "Setup Startup Probe".
+        env.append({"name": "HEALTH_CHECK_LOG_FILE", "value": daemon.health_check_file})
+        probe = {"startupProbe": {
+            "exec": {"command": ["cat", daemon.health_check_file]},
+            "initialDelaySeconds": 1, "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 6,
+        }}
     return [{
         "name": daemon.name,
         "image": daemon.image,
         "restartPolicy": "Always",
         "command": list(daemon.command),
         "args": list(daemon.args),
-        "env": [{"name": name, "value": value} for name, value in daemon.env],
+        "env": env,
+        **probe,
+        "resources": {"requests": daemon_resources(), "limits": daemon_resources()},
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},
         "volumeMounts": [{"name": name, "mountPath": path} for name, _, path in daemon.host_mounts] + _socket_mount(family),
     }]

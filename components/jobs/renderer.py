@@ -235,12 +235,14 @@ def _efa_devices(pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> in
 
 def _trainer_requests(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec, request: JobRequest) -> Requests | None:
     """The trainer's CPU and memory: the pod's share of what its node leaves to jobs, in proportion
-    to the GPU slots it takes, less the sidecars injected into it. None where the spec does not
-    state node sizes (existing clusters): the namespace's default requests apply."""
+    to the GPU slots it takes, less its sidecars (GCS FUSE's, injected; the GPUDirect daemon's).
+    None where the spec does not state node sizes (existing clusters): the namespace's default
+    requests apply."""
     node = node_resources.job_allocatable(spec, pool, spec_pool)
     if node is None:
         return None
-    pod = node_resources.share(node, request.gpus_per_node, pool.slots_per_node)
+    daemon = fabric.daemon_requests(_gke_family(spec, spec_pool, pool, request))
+    pod = node_resources.share(node, request.gpus_per_node, pool.slots_per_node) - daemon
     return pod - GCS_FUSE_SIDECAR if spec.cloud == "gcp" or request.portable else pod
 
 

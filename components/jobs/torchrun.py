@@ -3,7 +3,7 @@ whose store pod 0 hosts because it is told so (docs/scheduling.md says why)."""
 
 from __future__ import annotations
 
-from components.jobs.fabric import EXIT_FABRIC, MARKER_ENV
+from components.jobs.fabric import EXIT_FABRIC, MARKER_ENV, PLUGIN_ENV, PLUGIN_WAIT_ENV
 
 # The c10d rendezvous store pod 0's agent hosts (torch/distributed/run.py --rdzv-endpoint;
 # elastic/rendezvous/c10d_rendezvous_backend.py, DEFAULT_PORT).
@@ -27,7 +27,8 @@ JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 # headless Service publishes not-ready addresses), and on the other pods until pod 0's store
 # accepts connections (torchrun connects to it once, then fails after its read timeout:
 # elastic/rendezvous/c10d_rendezvous_backend.py, _create_tcp_store); the wait exits on SIGTERM
-# (as PID 1 without a handler it would ignore it). Then run torchrun (torch's `torchrun` console
+# (as PID 1 without a handler it would ignore it). A GPUDirect pod first waits, bounded, for its NCCL
+# plugin library (components.jobs.fabric PLUGIN_ENV). Then run torchrun (torch's `torchrun` console
 # script is torch.distributed.run:main) as its only child. Pod 0 (completion index NODE_RANK 0) is
 # told to host the rendezvous store and every other pod told not to: c10d's `is_host` option,
 # instead of its guess from matching the endpoint name to the pod's own names, which fails before
@@ -39,6 +40,13 @@ JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 WAIT_THEN_TORCHRUN = """\
 import os, signal, socket, subprocess, sys, time
 signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+plugin = os.environ.get("%(plugin_env)s", "")
+plugin_wait = int(os.environ.get("%(plugin_wait_env)s", "0"))
+plugin_deadline = time.monotonic() + plugin_wait
+while plugin and not os.path.exists(plugin):
+    if time.monotonic() > plugin_deadline:
+        sys.exit(f"NCCL plugin {plugin} did not appear within {plugin_wait} s (is the installer DaemonSet running on this node?)")
+    time.sleep(1)
 endpoint = next(arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--rdzv-endpoint="))
 host, port = endpoint.rsplit(":", 1)
 limit = int(os.environ["RDZV_WAIT_SECONDS"])
@@ -78,7 +86,7 @@ if marker and os.path.exists(marker):
             log.write(open(marker).read())
     sys.exit(%(exit_fabric)d)
 sys.exit(128 - code if code < 0 else code)
-""" % {"marker_env": MARKER_ENV, "exit_fabric": EXIT_FABRIC}
+""" % {"marker_env": MARKER_ENV, "exit_fabric": EXIT_FABRIC, "plugin_env": PLUGIN_ENV, "plugin_wait_env": PLUGIN_WAIT_ENV}
 
 
 def torchrun_args(nodes: int, gpus_per_node: int, host0: str, shutdown_timeout: int, args: list[str],

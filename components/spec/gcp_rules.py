@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 from collections import Counter
@@ -24,7 +25,7 @@ from components.spec.problems import DNS_LABEL, ROOT, Problem, cloud_only_proble
 
 _GCP = f"{ROOT}.gcp"
 # Pool fields only the GCP wing reads.
-_GCP_POOL_FIELDS = ("driver_version", "compact_placement", "multi_gpu_training")
+_GCP_POOL_FIELDS = ("driver_version", "compact_placement", "multi_gpu_training", "gpu_subnet_slot")
 # A zone is `<region>-<letter>`, or `<region>-ai<n><letter>` for an AI zone (Compute Engine
 # regions and zones page).
 _GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-(ai[0-9]+)?[a-z]$")
@@ -249,6 +250,15 @@ def _gcp_network_problems(network: GcpNetworkSpec) -> list[Problem]:
     return problems
 
 
+def gpu_subnet_slot(pool: NodePoolSpec) -> int:
+    """A GPUDirect pool's run of GPU subnets (components.pools): its `gpuSubnetSlot`, else a hash of
+    its name. Never its position: a subnet's range is create-only, so a shifted range would replace
+    the subnet under the live NICs of a pool that did not change."""
+    if pool.gpu_subnet_slot is not None:
+        return pool.gpu_subnet_slot
+    return int.from_bytes(hashlib.sha256(pool.name.encode()).digest()[:4], "big") % MAX_GPUDIRECT_POOLS
+
+
 def _gpudirect_network_problems(spec: PlatformSpec, gcp: GcpSpec) -> list[Problem]:
     """GPUDirect pools' GPU subnets come out of GPU_SUBNET_BLOCK, a run per pool (components.pools):
     the cluster's own ranges must stay clear of it, since a node has NICs in both."""
@@ -259,6 +269,15 @@ def _gpudirect_network_problems(spec: PlatformSpec, gcp: GcpSpec) -> list[Proble
     if len(gpudirect) > MAX_GPUDIRECT_POOLS:
         problems.append(Problem(f"{ROOT}.nodePools", f"at most {MAX_GPUDIRECT_POOLS} GPUDirect pools (multiGpuTraining "
                                                      f"on {', '.join(sorted({p.instance_type or '' for p in gpudirect}))}), got {len(gpudirect)}"))
+    taken: dict[int, str] = {}
+    for pool in gpudirect:
+        slot = gpu_subnet_slot(pool)
+        if slot in taken:
+            at = f"{ROOT}.nodePools[{spec.node_pools.index(pool)}]"
+            problems.append(Problem(f"{at}.gpuSubnetSlot", f"pool {pool.name} would take GPU subnet slot {slot}, which pool "
+                                                           f"{taken[slot]} takes; set gpuSubnetSlot to a free one of 0-"
+                                                           f"{MAX_GPUDIRECT_POOLS - 1} (taken: {sorted(taken)})"))
+        taken.setdefault(slot, pool.name)
     if gcp.network.existing is None:
         block = ipaddress.IPv4Network(GPU_SUBNET_BLOCK)
         for key in ("nodes", "pods", "services"):

@@ -108,6 +108,10 @@ class NodePoolSpec(_Spec):
     # Pods here request several GPUs each. GKE's shared GPUs (time-sharing, MPS) give a pod at
     # most one, so such a pool may not share GPUs through GKE's device plugin.
     multi_gpu_training: bool = False
+    # GPUDirect pools only: which run of /24s of the GPU subnet block the pool's GPU subnets take
+    # (components.pools). Unset: derived from the pool's name, so adding, removing or reordering
+    # pools never moves another pool's subnets; set it where two pools' names land on one run.
+    gpu_subnet_slot: int | None = Field(default=None, ge=0, le=15)
 
     @property
     def way(self) -> Way:

@@ -8,7 +8,7 @@ from helpers import REPO
 
 from components import node_resources
 from components.checks.declared import Resource
-from components.checks.fit.cluster import DAEMON_SET, Cluster, pod_requests
+from components.checks.fit.cluster import DAEMON_SET, LIMIT_RANGE, Cluster, pod_requests
 from components.checks.fit.shapes import Taint
 from components.facts.gpudirect import TCPX
 from components.gcp import gpudirect as gke_objects
@@ -46,3 +46,22 @@ def test_the_renderer_leaves_room_for_the_same_daemon_sets() -> None:
     assert {"nccl-tcpx-installer", "device-injector"} <= set(names["h100-train"])
     assert "nccl-rdma-installer" in names["h200-train"] and "device-injector" not in names["h200-train"]
     assert not {"nccl-tcpx-installer", "nccl-rdma-installer", "device-injector"} & set(names["l4-eval"])
+
+
+def test_a_native_sidecar_adds_to_the_pod_s_requests_and_a_regular_init_container_only_peaks() -> None:
+    def container(cpu: str, **extra: str) -> dict[str, object]:
+        return {"name": cpu, "resources": {"requests": {"cpu": cpu, "memory": "1Mi"}}, **extra}
+
+    pod = {"initContainers": [container("300m", restartPolicy="Always")], "containers": [container("1000m")]}
+    assert pod_requests(pod) == Requests(1300, 2)
+    pod["initContainers"].append(container("1200m"))  # runs after the sidecar started, beside it
+    assert pod_requests(pod) == Requests(1500, 2)
+
+
+def test_containers_stating_no_requests_get_the_limit_range_default_and_limits_stand_for_requests() -> None:
+    limit_range = {"metadata": {"namespace": "team-a"},
+                   "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}]}}
+    defaults = Cluster([Resource(LIMIT_RANGE, "defaults", limit_range)]).default_requests["team-a"]
+    pod = {"initContainers": [{"name": "daemon", "restartPolicy": "Always"}],
+           "containers": [{"name": "trainer", "resources": {"limits": {"cpu": "2", "memory": "2Gi"}}}]}
+    assert pod_requests(pod, defaults) == Requests(2500, 3072)

@@ -4,12 +4,13 @@ installers; dev-gcp (no GPUDirect pool) gets none of it."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import jsonschema
 import kubernetes_validate
 import pytest
-from gcp_support import cluster, node_pool, platform, synthesize
+from gcp_support import cluster, messages_at, node_pool, platform, synthesize
 from k8s_support import crd_schema
 
 from infra.synth import Synthesis
@@ -156,3 +157,36 @@ def test_an_a3_mega_pool_gets_eight_gpu_vpcs_and_the_tcpxo_installer_with_its_ho
     assert init[1]["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
     assert pools_of(objects(mega, "DaemonSet")["device-injector"]) == ["h100-train"]
     kubernetes_validate.validate(installer, "1.33", strict=True)
+
+
+def test_gpudirect_node_pools_are_deleted_before_they_are_replaced_and_others_are_not(prod: Synthesis) -> None:
+    pools = {r["name"]: r["options"]["deleteBeforeReplace"] for r in prod.resources if r["type"] == "gcp:container/nodePool:NodePool"}
+    assert pools["ml-prod-h100-train"] and pools["ml-prod-h200-train"]
+    assert not pools["ml-prod-l4-eval"]
+
+
+def test_adding_a_gpudirect_pool_before_another_leaves_the_other_s_subnet_ranges_unchanged(prod: Synthesis) -> None:
+    raw = platform("prod-gcp")
+    first = copy.deepcopy(next(p for p in raw["nodePools"] if p["name"] == "h100-train"))
+    raw["nodePools"].insert(0, {**first, "name": "h100-extra"})
+    grown = synthesize(raw, "prod-gcp")
+    before, after = subnets(prod), subnets(grown)
+    kept = {name: s["ipCidrRange"] for name, s in before.items()}
+    assert kept and {name: after[name]["ipCidrRange"] for name in kept} == kept
+    assert len(after) > len(before)
+
+
+def test_two_gpudirect_pools_on_one_subnet_slot_are_refused_naming_the_field() -> None:
+    raw = platform("prod-gcp")
+    names = [p["name"] for p in raw["nodePools"]]
+    for pool in raw["nodePools"]:
+        if pool["name"] in ("h100-train", "h200-train"):
+            pool["gpuSubnetSlot"] = 3
+    [message] = messages_at(raw, f"platform.nodePools[{names.index('h200-train')}].gpuSubnetSlot")
+    assert "slot 3, which pool h100-train takes" in message
+
+
+def test_gpu_networks_carry_the_cluster_prefix_once_in_their_pulumi_names(prod: Synthesis) -> None:
+    names = [r["name"] for r in prod.resources if r["type"] in (NETWORK, SUBNET, "gcp:compute/firewall:Firewall")]
+    assert "ml-prod-h100-train-gpu-1" in names and "ml-prod-h100-train-gpu-1-internal" in names
+    assert not [n for n in names if n.startswith("ml-prod-ml-prod-")]

@@ -250,12 +250,34 @@ def mega_spec() -> Any:
     return spec_of(platform)
 
 
-def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_aperture_devices() -> None:
-    jobset = renderer.render(mega_spec(), renderer.JobRequest(
+def tcpxo_job() -> dict[str, Any]:
+    return renderer.render(mega_spec(), renderer.JobRequest(
         pool="h100-train", nodes=2, gpus_per_node=8, team="research", tier="production",
         image="registry.invalid/trainer:1", trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1",
                                                           "--global-batch-size", "16", "--seq-len", "128", "--seed", "0",
                                                           "--data", "/data/datasets/corpus"]))
+
+
+def test_a_tcpxo_job_s_nccl_env_is_the_pinned_installer_release_s_list() -> None:
+    from components.facts import gpudirect
+
+    assert gpudirect.TCPXO.installer_image.endswith(":" + gpudirect.TCPXO_RELEASE) and gpudirect.TCPXO_RELEASE == "v1.0.15"
+    env = {k: v["value"] for k, v in env_of(tcpxo_job()).items() if "value" in v}
+    release = dict(line.split("=", 1) for line in gpudirect.TCPXO_NCCL_CONFIGS)
+    assert {k: env[k].replace("/usr/local/nvidia/lib64/", "/usr/local/tcpxo/lib64/") for k in release} == release
+    assert env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072" and env["NCCL_NVLS_ENABLE"] == "1"
+    assert "NCCL_ALGO" not in env and "NCCL_DYNAMIC_CHUNK_SIZE" not in env
+
+
+def test_the_tcpxo_guest_config_and_tuner_are_read_where_the_trainer_mounts_the_installer_s_libraries() -> None:
+    env = env_of(tcpxo_job())
+    mounts = {m["mountPath"] for m in container_of(tcpxo_job())["volumeMounts"]}
+    for key in ("NCCL_TUNER_CONFIG_PATH", "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"):
+        assert env[key]["value"].rsplit("/", 1)[0] in mounts
+
+
+def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_aperture_devices() -> None:
+    jobset = tcpxo_job()
     template = template_of(jobset)
     [daemon] = template["spec"]["initContainers"]
     assert (daemon["name"], daemon["restartPolicy"]) == ("tcpxo-daemon", "Always")
@@ -270,3 +292,33 @@ def test_a_tcpxo_job_runs_its_daemon_with_the_dma_buf_helper_and_reads_the_apert
     assert [i["network"] for i in attached][1:] == [f"h100-train-vpc{i}" for i in range(1, 9)]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-node-0-0", **template["metadata"]}, "spec": template["spec"]}
     kubernetes_validate.validate(pod, "1.33", strict=True)
+
+
+def test_the_gpudirect_daemon_sidecar_states_its_requests_as_its_limits() -> None:
+    [daemon] = template_of(tcpxo_job())["spec"]["initContainers"]
+    assert daemon["resources"]["requests"] == daemon["resources"]["limits"] == {"cpu": "2000m", "memory": "4096Mi"}
+
+
+def test_an_rdma_job_keeps_nccl_bootstrap_and_gloo_on_the_pod_network() -> None:
+    env = env_of(gke_job("h200-train"))
+    assert env["NCCL_SOCKET_IFNAME"]["value"] == env["GLOO_SOCKET_IFNAME"]["value"] == "eth0"
+
+
+def test_the_tcpxo_daemon_holds_the_trainer_until_its_health_check_file_exists() -> None:
+    [daemon] = template_of(tcpxo_job())["spec"]["initContainers"]
+    assert {"name": "HEALTH_CHECK_LOG_FILE", "value": "/run/health-check"} in daemon["env"]
+    assert daemon["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
+    assert "_" not in daemon["startupProbe"]["exec"]["command"][1]
+
+
+def test_the_tcpx_daemon_gets_no_startup_probe_google_does_not_document_one() -> None:
+    [daemon] = template_of(gke_job("h100-train"))["spec"]["initContainers"]
+    assert "startupProbe" not in daemon
+
+
+@pytest.mark.parametrize(("pool", "library"), [("h100-train", "/usr/local/nvidia/lib64/libnccl-net.so"),
+                                               ("h200-train", "/usr/local/gib/lib64/libnccl-net.so")])
+def test_a_gpudirect_pod_waits_for_its_nccl_plugin_under_a_path_it_mounts(pool: str, library: str) -> None:
+    jobset = gke_job(pool)
+    assert env_of(jobset)["TRAINER_NCCL_PLUGIN"]["value"] == library
+    assert any(library.startswith(m["mountPath"] + "/") for m in container_of(jobset)["volumeMounts"])

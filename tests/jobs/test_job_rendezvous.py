@@ -264,3 +264,24 @@ def test_the_wait_ends_on_sigterm() -> None:
     finally:
         waiting.kill()
         waiting.wait()
+
+
+def _entry_with_plugin(tmp_path: Path, plugin: Path, wait: str) -> subprocess.CompletedProcess[str]:
+    from components.jobs import fabric, torchrun
+
+    env = {**os.environ, fabric.PLUGIN_ENV: str(plugin), fabric.PLUGIN_WAIT_ENV: wait, "RDZV_WAIT_SECONDS": "0", "NODE_RANK": "1"}
+    # A rendezvous host that never resolves: past the plugin wait the entry stops at the next wait.
+    args = ["--rdzv-endpoint=fit-proof.invalid:1"]
+    return subprocess.run([sys.executable, "-c", torchrun.WAIT_THEN_TORCHRUN, *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_the_entry_gives_up_on_a_missing_nccl_plugin_after_its_wait_with_a_retryable_status(tmp_path: Path) -> None:
+    done = _entry_with_plugin(tmp_path, tmp_path / "libnccl-net.so", "1")
+    assert done.returncode == 1 and "NCCL plugin" in done.stderr and "within 1 s" in done.stderr
+
+
+def test_the_entry_goes_on_once_the_nccl_plugin_is_there(tmp_path: Path) -> None:
+    (tmp_path / "libnccl-net.so").touch()
+    done = _entry_with_plugin(tmp_path, tmp_path / "libnccl-net.so", "1")
+    assert "NCCL plugin" not in done.stderr and "rendezvous host fit-proof.invalid:1 was not ready" in done.stderr

@@ -18,10 +18,11 @@ from components.checks.fit.shapes import (
     str_map,
     untolerated,
 )
-from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, Requests
+from components.node_resources import DAEMONSET_REQUESTS, EKS_ADDON_DAEMONSETS, NOTHING, Requests
 from components.pools import DEVICE_PLUGIN_CONFIG_LABEL, GPU_RESOURCE
 
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
 # The product label GPU feature discovery writes on every GPU node (k8s-device-plugin v0.20.0
 # internal/lm/resource.go productLabel): a node agent's label, rewritten with the sharing config.
 GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -56,6 +57,9 @@ class Cluster:
         }
         self.addons = [str(get(r.props, "addonName")) for r in resources if r.type == EKS_ADDON]
         self.daemon_sets = [r.props for r in resources if r.type == DAEMON_SET]
+        self.default_requests = {
+            str(get(r.props, "metadata", "namespace")): default_requests(r.props) for r in resources if r.type == LIMIT_RANGE
+        }
 
     def daemonsets(self, labels: Mapping[str, str], taints: Sequence[Taint], instance_type: str | None) -> dict[str, Requests]:
         """DaemonSet name -> requests, for every DaemonSet that runs on a node like this."""
@@ -157,13 +161,47 @@ class Cluster:
         return base
 
 
-def pod_requests(pod: Mapping[str, Any]) -> Requests:
-    """What the scheduler reserves for a pod: the larger of its containers' sum and its largest
-    init container, per resource (Kubernetes "Resource sharing within containers")."""
-    containers = [requests_of(get(c, "resources")) for c in items(get(pod, "containers"))]
-    inits = [requests_of(get(c, "resources")) for c in items(get(pod, "initContainers"))]
+def default_requests(limit_range: Mapping[str, Any]) -> Requests:
+    """The requests a LimitRange's Container items give a container that states none (the
+    LimitRanger admission plugin, core/v1 LimitRangeItem defaultRequest)."""
+    cpu, memory = 0, 0
+    for item in items(get(limit_range, "spec", "limits")):
+        if get(item, "type") == "Container":
+            asked = requests_of({"requests": get(item, "defaultRequest")})
+            cpu, memory = cpu or asked.cpu_m, memory or asked.memory_mib
+    return Requests(cpu, memory)
+
+
+def container_requests(container: Mapping[str, Any], defaults: Requests = NOTHING) -> Requests:
+    """A container's requests once admitted, per resource: its request, else its limit (the API
+    server's defaulting copies limits to unset requests), else the namespace's LimitRange default."""
+    stated = mapping(get(container, "resources", "requests"))
+    limits = mapping(get(container, "resources", "limits"))
+    own = requests_of({"requests": stated})
+    capped = requests_of({"requests": limits})
+    cpu = own.cpu_m if "cpu" in stated else capped.cpu_m if "cpu" in limits else defaults.cpu_m
+    memory = own.memory_mib if "memory" in stated else capped.memory_mib if "memory" in limits else defaults.memory_mib
+    return Requests(cpu, memory)
+
+
+def pod_requests(pod: Mapping[str, Any], defaults: Requests = NOTHING) -> Requests:
+    """What the scheduler reserves for a pod (Kubernetes docs "Sidecar containers", resource
+    sharing; KEP-753 and k8s.io/component-helpers resource.PodRequests): the containers' sum plus
+    every native sidecar (an init container with restartPolicy Always, which keeps running beside
+    them), or, if larger, a regular init container plus the sidecars started before it."""
+    containers = [container_requests(c, defaults) for c in items(get(pod, "containers"))]
     total = Requests(sum(r.cpu_m for r in containers), sum(r.memory_mib for r in containers))
-    return Requests(max([total.cpu_m, *(r.cpu_m for r in inits)]), max([total.memory_mib, *(r.memory_mib for r in inits)]))
+    sidecars, peak = NOTHING, NOTHING
+    for init in items(get(pod, "initContainers")):
+        asked = container_requests(init, defaults)
+        if get(init, "restartPolicy") == "Always":
+            sidecars = sidecars + asked
+            peak = Requests(max(peak.cpu_m, sidecars.cpu_m), max(peak.memory_mib, sidecars.memory_mib))
+        else:
+            during = sidecars + asked
+            peak = Requests(max(peak.cpu_m, during.cpu_m), max(peak.memory_mib, during.memory_mib))
+    running = total + sidecars
+    return Requests(max(running.cpu_m, peak.cpu_m), max(running.memory_mib, peak.memory_mib))
 
 
 def _tolerations(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:

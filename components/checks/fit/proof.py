@@ -39,10 +39,10 @@ from typing import Any, Mapping, Sequence
 from components import node_resources
 from components.checks import quantities
 from components.checks.declared import Resource, get, items, mapping
-from components.checks.fit.cluster import Cluster
+from components.checks.fit.cluster import Cluster, pod_requests
 from components.checks.fit.kueue import Kueue
 from components.checks.fit.nodes import HUGEPAGES_PREFIX, capacity_problems, node_candidates, queued_problems, view_problems
-from components.checks.fit.shapes import PodShape, int_or_none, requests_of, str_map
+from components.checks.fit.shapes import PodShape, int_or_none, str_map
 from components.checks.fit.topology import topology_problems
 from components.jobs import renderer, volumes
 from components.kubernetes.queues import QUEUE_NAME_LABEL, queue_plan
@@ -84,14 +84,15 @@ def proof_requests(spec: PlatformSpec, pool: Pool, team: str) -> list[renderer.J
     ]
 
 
-def pod_shape(jobset: Mapping[str, Any]) -> PodShape:
-    """One pod of a rendered JobSet as the scheduler sizes it: its containers' requests plus the
-    GCS FUSE sidecar GKE's webhook injects for the annotation."""
+def pod_shape(jobset: Mapping[str, Any], defaults: Requests = node_resources.NOTHING) -> PodShape:
+    """One pod of a rendered JobSet as the scheduler sizes it: its containers' and native
+    sidecars' requests, with the namespace's LimitRange `defaults` for any that state none
+    (components.checks.fit.cluster.pod_requests), plus the GCS FUSE sidecar GKE's webhook injects
+    for the annotation."""
     job = get(jobset, "spec", "replicatedJobs", 0, "template", "spec")
     template = mapping(get(job, "template"))
     pod = mapping(get(template, "spec"))
     extended: dict[str, int] = {}
-    requests = node_resources.NOTHING
     sized = False
     for container in items(get(pod, "containers")):
         asked = mapping(get(container, "resources", "requests"))
@@ -102,7 +103,7 @@ def pod_shape(jobset: Mapping[str, Any]) -> PodShape:
                 extended[name] = extended.get(name, 0) + quantities.memory_mib(value)
             elif int_or_none(value) is not None:
                 extended[name] = extended.get(name, 0) + (int_or_none(value) or 0)
-        requests = requests + requests_of(get(container, "resources"))
+    requests = pod_requests(pod, defaults)
     annotations = str_map(get(template, "metadata", "annotations"))
     if annotations.get(volumes.GCS_FUSE_ANNOTATION) == "true":
         requests = requests + Requests(
@@ -165,7 +166,7 @@ def jobset_misfits(
     """How one rendered JobSet would not run on the stack: Kueue's admission, then the nodes of
     `pool` it lands on (also the fleet's proof, components.checks.fleet_fit)."""
     found: dict[tuple[str | None, str], None] = {}
-    pod = pod_shape(jobset)
+    pod = pod_shape(jobset, cluster.default_requests.get(str(get(jobset, "metadata", "namespace")), node_resources.NOTHING))
     problems, flavor, queue_key = kueue.admit(pod, _totals(pod))
     for problem in problems:
         found[(queue_key, f"{queue_shape}: {problem}")] = None
