@@ -50,7 +50,7 @@ def preemption_enabled() -> model.StackModel:
 PREEMPTION_ENABLED_TRACE = [
     *(job(f"a{i}", 0, "a", pool="p", gpus=1, duration=LONG) for i in range(10)),
     *(job(f"b{i}", 10, "b", pool="p", gpus=1, duration=LONG) for i in range(5)),
-    job("c0", 20, "c", pool="p", gpus=1, duration=LONG),
+    job("c0", 100, "c", pool="p", gpus=1, duration=LONG),
 ]
 
 
@@ -65,14 +65,15 @@ def test_kueue_preemption_enabled_b_takes_four_and_a_keeps_five() -> None:
     # "Finishing eviction of 4 running workloads in cqA": b is admitted 4 (3 within its nominal
     # quota, the 4th by LessThanOrEqualToFinalShare: 1000/9 <= 2000/9), a keeps 5 (the most
     # recently admitted are preempted); shares 2000/9 and 1000/9.
-    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 15)
+    # Each preemption takes model.PREEMPTION_S: b's four are admitted by 50.
+    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 90)
     assert admitted == {"a": {f"a{i}" for i in range(5)}, "b": {f"b{i}" for i in range(4)}, "c": set()}
     assert (share(run, "a"), share(run, "b"), share(run, "c")) == (2.0 * 1000.0 / 9.0, 1.0 * 1000.0 / 9.0, 0.0)
 
 
 def test_kueue_preemption_enabled_c_reclaims_one_unit_from_the_highest_share_a() -> None:
     # "cq-c reclaims one unit, preemption happens in cq-a": a and b end at 1000/9 each.
-    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 25)
+    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 200)
     assert admitted == {"a": {f"a{i}" for i in range(4)}, "b": {f"b{i}" for i in range(4)}, "c": {"c0"}}
     assert (share(run, "a"), share(run, "b"), share(run, "c")) == (1.0 * 1000.0 / 9.0, 1.0 * 1000.0 / 9.0, 0.0)
 
