@@ -433,13 +433,14 @@ class Simulation(Autoscaling):
             for job in heads_of_class:
                 if job.slots not in active[job.queue]:
                     bisect.insort(active[job.queue], job.slots)
+        # A head waiting for its preemptions leads its queue in this pass, once.
+        for (p, q), waiting in list(self.preemptors.items()):
+            if waiting.state != PENDING:
+                del self.preemptors[p, q]
+            elif p == pool.index and active[q] and waiting.slots not in active[q]:
+                bisect.insort(active[q], waiting.slots)
         while True:
             heads = []
-            for (p, q), waiting in list(self.preemptors.items()):
-                if waiting.state != PENDING:
-                    del self.preemptors[p, q]
-                elif p == pool.index and active[q] and waiting.slots not in active[q]:
-                    bisect.insort(active[q], waiting.slots)
             for q, sizes in enumerate(active):
                 if not sizes:
                     continue
