@@ -24,7 +24,9 @@ What each part does, and the upstream behaviour it follows:
   A head that needs a preemption and finds no target, in a queue whose reclaimWithinCohort is
   not Any, reserves its quota for the rest of the cycle (Simulation._reserve).
 - Kueue's fair sharing, where the configuration turns it on: the cycle takes heads by share and
-  preempts by the configured strategies (infra.tools.simulate.fair_sharing says how, and from
+  preempts by the configured strategies, in two steps (Simulation._issue_preemptions: targets
+  keep their quota for PREEMPTION_S, the preemptor waits for a later cycle; classic mode above
+  still admits at once) (infra.tools.simulate.fair_sharing says how, and from
   which upstream files).
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
