@@ -182,3 +182,30 @@ def test_a_zero_weight_queue_that_borrows_ranks_above_any_weighted_share() -> No
     a, borrowing = run.shares.of(0)
     assert (a, borrowing) == ((True, 250.0), True)
     assert a > run.shares.of(1, run.pools[0], 8)[0] == (False, 250.0)
+
+
+def test_kueue_preemption_enabled_c_reclaims_from_a_and_leaves_b_whole() -> None:
+    # fair_sharing_test.go "cq-c reclaims one unit": the one preemption of that step is in cq-a.
+    before, _ = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 90)
+    after, _ = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 200)
+
+    def lost(run: engine.Simulation, team: str) -> int:
+        return sum(j.preemptions for j in run.jobs if j.spec.team == team)
+
+    assert (lost(after, "a") - lost(before, "a"), lost(after, "b") - lost(before, "b")) == (1, 0)
+
+
+def test_a_head_within_nominal_on_its_pool_goes_before_a_lower_share_that_would_borrow() -> None:
+    # FairSharingPrioritizeNonBorrowing: a borrows 4 on y (share 4 x 1000 / 16 = 250); on x, a's
+    # 4 (within a's nominal) goes before b's 2 (b would borrow: share 125) and takes the last 4.
+    pools = [pool(n, slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False) for n in ("x", "y")]
+    queues = [queue(n, {"x": 4, "y": 4}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    sim = dataclasses.replace(stack(pools, queues), kueue=FAIR)
+    trace = [
+        job("b-x0", 0, "b", pool="x", gpus=4, duration=LONG),
+        job("a-y", 0, "a", pool="y", gpus=8, duration=LONG),
+        job("b-x1", 10, "b", pool="x", gpus=2, duration=LONG),
+        job("a-x", 10, "a", pool="x", gpus=4, duration=LONG),
+    ]
+    _, admitted = run_until(sim, trace, 20)
+    assert admitted == {"a": {"a-y", "a-x"}, "b": {"b-x0"}}
