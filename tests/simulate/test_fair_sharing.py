@@ -209,3 +209,19 @@ def test_a_head_within_nominal_on_its_pool_goes_before_a_lower_share_that_would_
     ]
     _, admitted = run_until(sim, trace, 20)
     assert admitted == {"a": {"a-y", "a-x"}, "b": {"b-x0"}}
+
+
+def test_of_two_heads_with_equal_shares_the_higher_priority_goes_first() -> None:
+    # PrioritySortingWithinCohort: a's and b's heads would both borrow 4 (share 500); the 4 left
+    # go to b's production job, though a's was submitted first.
+    node = pool(slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False)
+    queues = [queue(n, {"p": 2}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    sim = dataclasses.replace(stack([node], queues, cohort_quota={"p": 4}), kueue=FAIR)
+    trace = [
+        job("a0", 0, "a", pool="p", gpus=2, duration=LONG),
+        job("b0", 0, "b", pool="p", gpus=2, duration=LONG),
+        job("a1", 10, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", "production", pool="p", gpus=4, duration=LONG),
+    ]
+    _, admitted = run_until(sim, trace, 20)
+    assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
