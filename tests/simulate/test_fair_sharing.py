@@ -225,3 +225,20 @@ def test_of_two_heads_with_equal_shares_the_higher_priority_goes_first() -> None
     ]
     _, admitted = run_until(sim, trace, 20)
     assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
+
+
+def test_a_preemptor_within_nominal_on_its_pool_reclaims_whatever_its_share() -> None:
+    # After preemption_fair_test.go "nominal first" (two flavors): a borrows 4 on y (share 250),
+    # b borrows 2 on x (125). a's 4 on x, within a's nominal there, fails both share strategies
+    # (250 <= 0, 250 < 125) and still preempts b's job (FairSharingPreemptWithinNominal).
+    pools = [pool(n, slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False) for n in ("x", "y")]
+    queues = [queue(n, {"x": 4, "y": 4}, cohort="all", within="Never", reclaim="Any") for n in ("a", "b")]
+    sim = dataclasses.replace(stack(pools, queues), kueue=FAIR)
+    trace = [
+        job("b-x", 0, "b", pool="x", gpus=6, duration=LONG),
+        job("a-y", 0, "a", pool="y", gpus=8, duration=LONG),
+        job("a-x", 10, "a", pool="x", gpus=4, duration=LONG),
+    ]
+    run, admitted = run_until(sim, trace, 50)
+    assert admitted == {"a": {"a-y", "a-x"}, "b": set()}
+    assert [j.preemptions for j in run.jobs] == [1, 0, 0]
