@@ -242,3 +242,20 @@ def test_a_preemptor_within_nominal_on_its_pool_reclaims_whatever_its_share() ->
     run, admitted = run_until(sim, trace, 50)
     assert admitted == {"a": {"a-y", "a-x"}, "b": set()}
     assert [j.preemptions for j in run.jobs] == [1, 0, 0]
+
+
+def test_kueue_zero_weight_queues_do_not_preempt_in_a_cycle() -> None:
+    # fair_sharing_test.go "should not cause an infinite preemption cycle": the cohort holds 8,
+    # cq-a and cq-b hold 0 with weight 0. b's 4 preempts a's lower-priority 4 once, and then
+    # nothing more: both borrow 4, a's weight-0 share is not above b's.
+    queues = [
+        dataclasses.replace(queue(n, {"p": 0}, cohort="top", within="Never", reclaim="Any"), fair_weight=0.0) for n in ("a", "b")
+    ]
+    trace = [
+        job("a1", 0, "a", "production", pool="p", gpus=4, duration=LONG),
+        job("a2", 0, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", pool="p", gpus=4, duration=LONG),
+    ]
+    run, admitted = run_until(fair_stack(8, queues, cohort_quota=8), trace, 1000)
+    assert admitted == {"a": {"a1"}, "b": {"b1"}}
+    assert [j.preemptions for j in run.jobs] == [0, 1, 0]
