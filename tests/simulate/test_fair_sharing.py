@@ -259,3 +259,17 @@ def test_kueue_zero_weight_queues_do_not_preempt_in_a_cycle() -> None:
     run, admitted = run_until(fair_stack(8, queues, cohort_quota=8), trace, 1000)
     assert admitted == {"a": {"a1"}, "b": {"b1"}}
     assert [j.preemptions for j in run.jobs] == [0, 1, 0]
+
+
+def test_a_head_is_ordered_by_its_queues_share_with_its_own_request() -> None:
+    # fair_sharing_iterator.go: the share with the head admitted. a borrows 1 and its head adds
+    # 4 (5); b borrows 2 and its head adds 2 (4): b's head goes first and a's no longer fits.
+    queues = [queue(n, {"p": 2}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    trace = [
+        job("a0", 0, "a", pool="p", gpus=3, duration=LONG),
+        job("b0", 0, "b", pool="p", gpus=4, duration=LONG),
+        job("a1", 10, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", pool="p", gpus=2, duration=LONG),
+    ]
+    _, admitted = run_until(fair_stack(12, queues, cohort_quota=8), trace, 20)
+    assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
