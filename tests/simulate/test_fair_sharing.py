@@ -273,3 +273,14 @@ def test_a_head_is_ordered_by_its_queues_share_with_its_own_request() -> None:
     ]
     _, admitted = run_until(fair_stack(12, queues, cohort_quota=8), trace, 20)
     assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
+
+
+def test_less_than_or_equal_to_final_share_admits_an_equal_final_share() -> None:
+    # With LessThanOrEqualToFinalShare alone: p2's 4 takes a first 2 of p1 (4 <= 6) and a second
+    # (4 <= 4: equal shares pass), and is admitted.
+    sim = dataclasses.replace(ineligible_head(), kueue=dataclasses.replace(FAIR, fair_sharing=(model.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)))
+    trace = [job(f"p1-{i}", 0, "cq-p1", pool="p", gpus=2, duration=LONG) for i in range(4)]
+    trace.append(job("p2-0", 10, "cq-p2", pool="p", gpus=4, duration=LONG))
+    run, admitted = run_until(sim, trace, 100)
+    assert admitted == {"cq-p1": {"p1-0", "p1-1"}, "cq-p2": {"p2-0"}}
+    assert sum(j.preemptions for j in run.jobs) == 2
