@@ -50,7 +50,7 @@ def preemption_enabled() -> model.StackModel:
 PREEMPTION_ENABLED_TRACE = [
     *(job(f"a{i}", 0, "a", pool="p", gpus=1, duration=LONG) for i in range(10)),
     *(job(f"b{i}", 10, "b", pool="p", gpus=1, duration=LONG) for i in range(5)),
-    job("c0", 20, "c", pool="p", gpus=1, duration=LONG),
+    job("c0", 100, "c", pool="p", gpus=1, duration=LONG),
 ]
 
 
@@ -65,14 +65,15 @@ def test_kueue_preemption_enabled_b_takes_four_and_a_keeps_five() -> None:
     # "Finishing eviction of 4 running workloads in cqA": b is admitted 4 (3 within its nominal
     # quota, the 4th by LessThanOrEqualToFinalShare: 1000/9 <= 2000/9), a keeps 5 (the most
     # recently admitted are preempted); shares 2000/9 and 1000/9.
-    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 15)
+    # Each preemption takes model.PREEMPTION_S: b's four are admitted by 50.
+    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 90)
     assert admitted == {"a": {f"a{i}" for i in range(5)}, "b": {f"b{i}" for i in range(4)}, "c": set()}
     assert (share(run, "a"), share(run, "b"), share(run, "c")) == (2.0 * 1000.0 / 9.0, 1.0 * 1000.0 / 9.0, 0.0)
 
 
 def test_kueue_preemption_enabled_c_reclaims_one_unit_from_the_highest_share_a() -> None:
     # "cq-c reclaims one unit, preemption happens in cq-a": a and b end at 1000/9 each.
-    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 25)
+    run, admitted = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 200)
     assert admitted == {"a": {f"a{i}" for i in range(4)}, "b": {f"b{i}" for i in range(4)}, "c": {"c0"}}
     assert (share(run, "a"), share(run, "b"), share(run, "c")) == (1.0 * 1000.0 / 9.0, 1.0 * 1000.0 / 9.0, 0.0)
 
@@ -181,3 +182,105 @@ def test_a_zero_weight_queue_that_borrows_ranks_above_any_weighted_share() -> No
     a, borrowing = run.shares.of(0)
     assert (a, borrowing) == ((True, 250.0), True)
     assert a > run.shares.of(1, run.pools[0], 8)[0] == (False, 250.0)
+
+
+def test_kueue_preemption_enabled_c_reclaims_from_a_and_leaves_b_whole() -> None:
+    # fair_sharing_test.go "cq-c reclaims one unit": the one preemption of that step is in cq-a.
+    before, _ = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 90)
+    after, _ = run_until(preemption_enabled(), PREEMPTION_ENABLED_TRACE, 200)
+
+    def lost(run: engine.Simulation, team: str) -> int:
+        return sum(j.preemptions for j in run.jobs if j.spec.team == team)
+
+    assert (lost(after, "a") - lost(before, "a"), lost(after, "b") - lost(before, "b")) == (1, 0)
+
+
+def test_a_head_within_nominal_on_its_pool_goes_before_a_lower_share_that_would_borrow() -> None:
+    # FairSharingPrioritizeNonBorrowing: a borrows 4 on y (share 4 x 1000 / 16 = 250); on x, a's
+    # 4 (within a's nominal) goes before b's 2 (b would borrow: share 125) and takes the last 4.
+    pools = [pool(n, slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False) for n in ("x", "y")]
+    queues = [queue(n, {"x": 4, "y": 4}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    sim = dataclasses.replace(stack(pools, queues), kueue=FAIR)
+    trace = [
+        job("b-x0", 0, "b", pool="x", gpus=4, duration=LONG),
+        job("a-y", 0, "a", pool="y", gpus=8, duration=LONG),
+        job("b-x1", 10, "b", pool="x", gpus=2, duration=LONG),
+        job("a-x", 10, "a", pool="x", gpus=4, duration=LONG),
+    ]
+    _, admitted = run_until(sim, trace, 20)
+    assert admitted == {"a": {"a-y", "a-x"}, "b": {"b-x0"}}
+
+
+def test_of_two_heads_with_equal_shares_the_higher_priority_goes_first() -> None:
+    # PrioritySortingWithinCohort: a's and b's heads would both borrow 4 (share 500); the 4 left
+    # go to b's production job, though a's was submitted first.
+    node = pool(slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False)
+    queues = [queue(n, {"p": 2}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    sim = dataclasses.replace(stack([node], queues, cohort_quota={"p": 4}), kueue=FAIR)
+    trace = [
+        job("a0", 0, "a", pool="p", gpus=2, duration=LONG),
+        job("b0", 0, "b", pool="p", gpus=2, duration=LONG),
+        job("a1", 10, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", "production", pool="p", gpus=4, duration=LONG),
+    ]
+    _, admitted = run_until(sim, trace, 20)
+    assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
+
+
+def test_a_preemptor_within_nominal_on_its_pool_reclaims_whatever_its_share() -> None:
+    # After preemption_fair_test.go "nominal first" (two flavors): a borrows 4 on y (share 250),
+    # b borrows 2 on x (125). a's 4 on x, within a's nominal there, fails both share strategies
+    # (250 <= 0, 250 < 125) and still preempts b's job (FairSharingPreemptWithinNominal).
+    pools = [pool(n, slots=8, gpus=1, sharing="mig", min_nodes=1, max_nodes=1, autoscaled=False) for n in ("x", "y")]
+    queues = [queue(n, {"x": 4, "y": 4}, cohort="all", within="Never", reclaim="Any") for n in ("a", "b")]
+    sim = dataclasses.replace(stack(pools, queues), kueue=FAIR)
+    trace = [
+        job("b-x", 0, "b", pool="x", gpus=6, duration=LONG),
+        job("a-y", 0, "a", pool="y", gpus=8, duration=LONG),
+        job("a-x", 10, "a", pool="x", gpus=4, duration=LONG),
+    ]
+    run, admitted = run_until(sim, trace, 50)
+    assert admitted == {"a": {"a-y", "a-x"}, "b": set()}
+    assert [j.preemptions for j in run.jobs] == [1, 0, 0]
+
+
+def test_kueue_zero_weight_queues_do_not_preempt_in_a_cycle() -> None:
+    # fair_sharing_test.go "should not cause an infinite preemption cycle": the cohort holds 8,
+    # cq-a and cq-b hold 0 with weight 0. b's 4 preempts a's lower-priority 4 once, and then
+    # nothing more: both borrow 4, a's weight-0 share is not above b's.
+    queues = [
+        dataclasses.replace(queue(n, {"p": 0}, cohort="top", within="Never", reclaim="Any"), fair_weight=0.0) for n in ("a", "b")
+    ]
+    trace = [
+        job("a1", 0, "a", "production", pool="p", gpus=4, duration=LONG),
+        job("a2", 0, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", pool="p", gpus=4, duration=LONG),
+    ]
+    run, admitted = run_until(fair_stack(8, queues, cohort_quota=8), trace, 1000)
+    assert admitted == {"a": {"a1"}, "b": {"b1"}}
+    assert [j.preemptions for j in run.jobs] == [0, 1, 0]
+
+
+def test_a_head_is_ordered_by_its_queues_share_with_its_own_request() -> None:
+    # fair_sharing_iterator.go: the share with the head admitted. a borrows 1 and its head adds
+    # 4 (5); b borrows 2 and its head adds 2 (4): b's head goes first and a's no longer fits.
+    queues = [queue(n, {"p": 2}, cohort="all", within="Never", reclaim="Never") for n in ("a", "b")]
+    trace = [
+        job("a0", 0, "a", pool="p", gpus=3, duration=LONG),
+        job("b0", 0, "b", pool="p", gpus=4, duration=LONG),
+        job("a1", 10, "a", pool="p", gpus=4, duration=LONG),
+        job("b1", 10, "b", pool="p", gpus=2, duration=LONG),
+    ]
+    _, admitted = run_until(fair_stack(12, queues, cohort_quota=8), trace, 20)
+    assert admitted == {"a": {"a0"}, "b": {"b0", "b1"}}
+
+
+def test_less_than_or_equal_to_final_share_admits_an_equal_final_share() -> None:
+    # With LessThanOrEqualToFinalShare alone: p2's 4 takes a first 2 of p1 (4 <= 6) and a second
+    # (4 <= 4: equal shares pass), and is admitted.
+    sim = dataclasses.replace(ineligible_head(), kueue=dataclasses.replace(FAIR, fair_sharing=(model.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)))
+    trace = [job(f"p1-{i}", 0, "cq-p1", pool="p", gpus=2, duration=LONG) for i in range(4)]
+    trace.append(job("p2-0", 10, "cq-p2", pool="p", gpus=4, duration=LONG))
+    run, admitted = run_until(sim, trace, 100)
+    assert admitted == {"cq-p1": {"p1-0", "p1-1"}, "cq-p2": {"p2-0"}}
+    assert sum(j.preemptions for j in run.jobs) == 2

@@ -11,7 +11,7 @@ import yaml
 
 from components.facts import catalog
 from infra import synth
-from infra.tools.simulate import model, objects
+from infra.tools.simulate import model, objects, read_queues
 from infra.tools.simulate.build import stack_model
 
 Synthesized = Callable[[str], synth.Synthesis]
@@ -207,3 +207,12 @@ def test_every_catalog_family_has_a_scale_up_figure() -> None:
 def test_requeue_backoff_doubles_up_to_its_maximum() -> None:
     kueue = model.KueueConfig(1800, 1800, 60, 3600, "Eviction")
     assert [model.backoff_s(kueue, n) for n in (1, 2, 3, 7, 8)] == [60, 120, 240, 3600, 3600]
+
+
+def test_a_fair_sharing_weight_is_read_as_a_kubernetes_quantity() -> None:
+    assert [read_queues._fair_weight(v, "cq") for v in ("500m", "2", 0.5, None)] == [0.5, 2.0, 0.5, 1.0]  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_fair_sharing_weight_that_is_no_quantity_is_a_model_error() -> None:
+    with pytest.raises(model.ModelError, match=r"cq: fairSharing.weight 'heavy' is not a Kubernetes quantity"):
+        read_queues._fair_weight("heavy", "cq")  # pyright: ignore[reportPrivateUsage]

@@ -24,7 +24,9 @@ What each part does, and the upstream behaviour it follows:
   A head that needs a preemption and finds no target, in a queue whose reclaimWithinCohort is
   not Any, reserves its quota for the rest of the cycle (Simulation._reserve).
 - Kueue's fair sharing, where the configuration turns it on: the cycle takes heads by share and
-  preempts by the configured strategies (infra.tools.simulate.fair_sharing says how, and from
+  preempts by the configured strategies, in two steps (Simulation._issue_preemptions: targets
+  keep their quota for PREEMPTION_S, the preemptor waits for a later cycle; classic mode above
+  still admits at once) (infra.tools.simulate.fair_sharing says how, and from
   which upstream files).
 - waitForPodsReady (on in Kueue 0.19 by default): a workload admitted but not running within the
   timeout, or whose pods were lost and not back within the recovery timeout, is evicted and
@@ -60,6 +62,7 @@ from infra.tools.simulate.state import (
     ADMITTED,
     BACKOFF,
     END_FINISHED,
+    EVICTED,
     END_INTERRUPTED,
     END_PREEMPTED,
     FINISH,
@@ -141,6 +144,9 @@ class Simulation(Autoscaling):
         # Scale-downs held by the delay after the last scale-up: (pool, node, token).
         self.parked: list[tuple[int, Node, int]] = []
         self.unpark_pending = False
+        # Fair sharing: per (pool, queue), the head that issued preemptions and waits for them:
+        # it stays its queue's head (Kueue requeues it at once, RequeueReasonPendingPreemption).
+        self.preemptors: dict[tuple[int, int], Job] = {}
 
     # --- the clock --------------------------------------------------------------------------
 
@@ -212,6 +218,11 @@ class Simulation(Autoscaling):
             obj.retry_pending = False
             obj.quota_freed = True
             self.dirty.add(obj.index)
+        elif kind == EVICTED:
+            # The mark this event was pushed for (the job may have finished, or been marked again).
+            if obj.evicting is not None and obj.evicting + PREEMPTION_S == now:
+                obj.evicting = None
+                self._evict(self.pools[obj.pool], obj, now)
 
     # --- jobs -------------------------------------------------------------------------------
 
@@ -323,6 +334,7 @@ class Simulation(Autoscaling):
         pool = self.pools[job.pool]
         self._stop(pool, job, now, END_FINISHED)
         self._release_quota(pool, job, now)
+        job.evicting = None
         job.state, job.end = FINISHED, now
         job.token += 1
         self.unsettled -= 1
@@ -374,6 +386,7 @@ class Simulation(Autoscaling):
         pool = self.pools[job.pool]
         self._unwait(pool, job)
         self._release_quota(pool, job, now)
+        job.evicting = None
         job.requeues += 1
         job.state = BACKOFF
         job.token += 1
@@ -422,6 +435,12 @@ class Simulation(Autoscaling):
             for job in heads_of_class:
                 if job.slots not in active[job.queue]:
                     bisect.insort(active[job.queue], job.slots)
+        # A head waiting for its preemptions leads its queue in this pass, once.
+        for (p, q), waiting in list(self.preemptors.items()):
+            if waiting.state != PENDING:
+                del self.preemptors[p, q]
+            elif p == pool.index and active[q] and waiting.slots not in active[q]:
+                bisect.insort(active[q], waiting.slots)
         while True:
             heads = []
             for q, sizes in enumerate(active):
@@ -449,8 +468,11 @@ class Simulation(Autoscaling):
                 if len(heads) > 1:
                     # Fits within nominal quota first, then priority, then queue timestamp.
                     heads.sort(key=lambda h: (usage[h[3].queue] + h[3].slots > nominal[h[3].queue], h))
-            # Quota reserved by heads that could not preempt, held to the end of the cycle.
+            # Quota reserved by heads that could not preempt or that preempted (fair sharing),
+            # held to the end of the cycle.
             held: list[tuple[int, int]] = []
+            # Jobs marked for preemption in this cycle (fair sharing).
+            marked: set[int] = set()
             for head in order:
                 job = head[3]
                 q, size = job.queue, job.slots
@@ -461,6 +483,11 @@ class Simulation(Autoscaling):
                     and preemption.has_candidates(pool, job, self.model.queues[q], self.cohort_members[q])
                     and (targets := self._targets(pool, job))
                 ):
+                    if self.fair is not None:
+                        self._issue_preemptions(pool, job, targets, marked, held, now)
+                        # The queue's head until admitted: nothing behind it in this pass.
+                        active[q] = []
+                        continue
                     if self._waits(pool, targets, now):
                         if strict[q]:
                             active[q] = []
@@ -502,6 +529,32 @@ class Simulation(Autoscaling):
             return preemption.targets(pool, job, self.model.queues[q])
         assert self.shares is not None
         return fair_sharing.targets(self.shares, pool, job, self.model.queues[q], self.cohort_members[q], self.fair)
+
+    def _issue_preemptions(
+        self, pool: PoolState, job: Job, targets: list[Job], marked: set[int], held: list[tuple[int, int]], now: float
+    ) -> None:
+        """Kueue's two steps of a preemption, under fair sharing (kubernetes-sigs/kueue@v0.19.2
+        pkg/scheduler/scheduler.go, schedule: a head in Preempt mode gets
+        issuePreemptions and no admission): the targets are marked for eviction and keep their
+        quota until the eviction completes, PREEMPTION_S later; the preemptor stays pending and
+        its request is held for the rest of the cycle (cq.AddUsage). A later cycle, in the usual
+        fair order, hands out the freed quota, to the preemptor or to anyone ahead of it (the
+        evicted jobs themselves, within nominal quota, may win it back:
+        pkg/scheduler/fair_sharing_iterator.go; only the alpha gate PrioritizePreemptorWorkloads,
+        off, would favour the preemptor). A head whose targets overlap those marked earlier in
+        the cycle is skipped, as Kueue skips overlapping preemptions. Targets already being
+        evicted (an earlier cycle's) come first in the search (common/ordering.go) and cost
+        nothing new."""
+        if any(t.index in marked for t in targets):
+            return
+        for target in targets:
+            if target.evicting is None:
+                target.evicting = now
+                marked.add(target.index)
+                self._push(now + PREEMPTION_S, EVICTED, target)
+        pool.add_usage(job.queue, job.slots)
+        held.append((job.queue, job.slots))
+        self.preemptors[pool.index, job.queue] = job
 
     @staticmethod
     def _reserve(pool: PoolState, job: Job, held: list[tuple[int, int]]) -> None:

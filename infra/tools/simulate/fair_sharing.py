@@ -93,10 +93,11 @@ class Shares:
         return (borrowing_on, share, -job.priority, job.order_ts, job.index)
 
 
-def _order(q: int) -> Callable[[Job], tuple[bool, int, int]]:
+def _order(q: int) -> Callable[[Job], tuple[bool, bool, int, int]]:
     """Kueue's candidate order (pkg/scheduler/preemption/common/ordering.go, CandidatesOrdering):
-    other queues first, then lower priority, then admitted most recently."""
-    return lambda c: (c.queue == q, c.priority, -c.admission)
+    those already marked for preemption first, then other queues, then lower priority, then
+    admitted most recently."""
+    return lambda c: (c.evicting is None, c.queue == q, c.priority, -c.admission)
 
 
 def _next_target(shares: Shares, q: int, members: list[int], left: dict[int, list[Job]], pruned: set[int]) -> int | None:

@@ -9,6 +9,7 @@ import yaml
 
 from components.checks import declared
 from components.checks.declared import get, items, mapping
+from components.checks.quantities import parse_quantity
 from components.naming import local_queue_name
 from components.pools import GPU_RESOURCE
 from infra.tools.simulate.model import (
@@ -91,14 +92,15 @@ def cluster_queues(objects: Objects, pools: Sequence[str]) -> tuple[QueueModel, 
 
 
 def _fair_weight(value: Any, owner: str) -> float:
-    """spec.fairSharing.weight, a Kueue quantity (a whole or decimal number here); 1 when unset
-    (pkg/cache/scheduler/fair_sharing.go, parseFairWeight)."""
+    """spec.fairSharing.weight, a Kubernetes quantity ("2", "0.5", "500m"); 1 when unset
+    (kubernetes-sigs/kueue@v0.19.2 pkg/cache/scheduler/fair_sharing.go, parseFairWeight, reads it
+    as a resource.Quantity's approximate float)."""
     if value is None:
         return 1.0
     try:
-        weight = float(str(value))
+        weight = float(parse_quantity(value))
     except ValueError:
-        raise ModelError(f"{owner}: fairSharing.weight {value!r} is not a number") from None
+        raise ModelError(f"{owner}: fairSharing.weight {value!r} is not a Kubernetes quantity") from None
     if not weight >= 0 or weight == float("inf"):
         raise ModelError(f"{owner}: fairSharing.weight {value!r} is not a weight")
     return weight

@@ -12,8 +12,9 @@ from infra.tools.simulate.trace import TraceJob
 # Event kinds, in the order events of one instant are handled, so that a job that finishes as its
 # node is lost has finished. PODS_READY_TIMEOUT and UNPARK each stand for a whole line of
 # deadlines (waitForPodsReady timeouts; scale-downs held by the delay after a scale-up), so a
-# busy cluster does not carry one event per waiting job or idle node.
-FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT, RETRY = range(8)
+# busy cluster does not carry one event per waiting job or idle node. EVICTED (fair sharing: a
+# preempted job's eviction completes) comes last, after whatever else happened to it at that time.
+FINISH, NODE_READY, PODS_READY_TIMEOUT, REQUEUE, SCALE_DOWN, UNPARK, INTERRUPT, RETRY, EVICTED = range(9)
 
 # Job states.
 PENDING, BACKOFF, ADMITTED, RUNNING, FINISHED, REJECTED = range(6)
@@ -111,6 +112,7 @@ class Job:
         "spec", "index", "pool", "queue", "slots", "per_node", "nodes", "priority", "pod_priority", "expendable",
         "state", "order_ts", "token", "admitted_at", "admission", "progress", "seg_start", "held", "first_start", "end",
         "preemptions", "interruptions", "lost", "requeues", "reason", "won_at",
+        "evicting",
     )
 
     def __init__(self, spec: TraceJob, index: int, pool: int, queue: int, priority: int, pod_priority: int, expendable: bool) -> None:
@@ -144,6 +146,9 @@ class Job:
         # When the job was last admitted by preempting others (engine: such a job is no target
         # at that same instant).
         self.won_at = -1.0
+        # Under fair sharing, when Kueue marked the job for preemption (it keeps its quota until
+        # its eviction completes, model.PREEMPTION_S later), or None.
+        self.evicting: float | None = None
 
     def key(self) -> tuple[int, float, int, Job]:
         """Kueue's queue order: priority, then the queue timestamp."""
