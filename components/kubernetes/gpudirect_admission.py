@@ -26,6 +26,8 @@ import json
 from typing import Any
 
 from components.facts.gpudirect import GPUDIRECT, Daemon, GpuDirect
+from components.jobs import fabric
+from components.kubernetes import created_pod
 from components.pools import fabric_pools
 from components.spec import PlatformSpec
 from components.tenancy import TEAM_LABEL
@@ -34,6 +36,8 @@ POLICY_NAME = "gpu-platform-team-pod-security"
 BINDING_NAME = POLICY_NAME
 # The variable that lists the hostPath paths the policy admits (read by the check rule).
 ALLOWED_HOST_PATHS_VARIABLE = "allowedHostPaths"
+# The host paths a container other than the daemon may mount (read-only): the plugin libraries.
+TRAINER_HOST_PATHS_VARIABLE = "trainerHostPaths"
 # Restricted: "Volume Types" (pod-security-standards); hostPath is added at the listed paths.
 RESTRICTED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
 # Baseline: "Sysctls", the safe set.
@@ -84,6 +88,11 @@ def host_paths(spec: PlatformSpec) -> list[str]:
     return sorted(paths)
 
 
+def trainer_host_paths(spec: PlatformSpec) -> list[str]:
+    """The host paths the stack's families document for the trainer: no /sys, no /proc/sys."""
+    return sorted({host for family in families(spec) for _, host, _ in family.trainer_mounts})
+
+
 def daemons(spec: PlatformSpec) -> list[Daemon]:
     return [family.daemon for family in families(spec) if family.daemon is not None]
 
@@ -93,19 +102,54 @@ def _lit(value: Any) -> str:
     return json.dumps(value)
 
 
-def _is_daemon(daemon: Daemon) -> str:
-    """The daemon exactly as rendered (components.jobs.fabric.gke_sidecars): its name, pinned
-    image, command, arguments and environment, and no probe or lifecycle hook, whose exec would
-    run another command as root beside it."""
-    env = [{"name": name, "value": value} for name, value in daemon.env]
-    return (
-        f'(c.name == {_lit(daemon.name)} && has(c.image) && c.image == {_lit(daemon.image)} '
-        f'&& has(c.restartPolicy) && c.restartPolicy == "Always" '
-        f'&& has(c.command) && c.command == {_lit(list(daemon.command))} '
-        f'&& (has(c.args) ? c.args : []) == {_lit(list(daemon.args))} '
-        f'&& (has(c.env) ? c.env : []) == {_lit(env)} && !has(c.envFrom) '
-        f'&& !has(c.lifecycle) && !has(c.livenessProbe) && !has(c.readinessProbe) && !has(c.startupProbe))'
-    )
+# Every field of core/v1 Container on the supported versions (kubernetes/kubernetes@v1.31
+# staging/src/k8s.io/api/core/v1/types.go Container). A field the daemon is not rendered with
+# must be absent: CEL on a typed object cannot iterate its keys, and `has` on a field the
+# schema lacks is a compile error, so the list stays within 1.31's fields.
+CONTAINER_FIELDS = (
+    "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources", "resizePolicy",
+    "restartPolicy", "volumeMounts", "volumeDevices", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+    "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty",
+)
+
+
+def daemon_container(family: GpuDirect) -> dict[str, Any]:
+    """The daemon sidecar exactly as the job renderer renders it (components.jobs.fabric)."""
+    [container] = fabric.gke_sidecars(family)
+    return container
+
+
+def _equal(expr: str, value: Any) -> str:
+    """`expr` equals the JSON value. `dyn` lets a typed object compare with a literal map."""
+    return f"dyn({expr}) == {_lit(value)}"
+
+
+def _is_daemon(family: GpuDirect) -> str:
+    """The daemon exactly as rendered (fabric.gke_sidecars), in the form the API server stores
+    (components.kubernetes.created_pod): every field it is rendered with equal, the fields the
+    API server defaults either unset or at their default, every other field of Container unset
+    (no probe or hook of another command, no workingDir or volumeDevices), and every volume it
+    mounts exactly the rendered volume, so no bucket, emptyDir or other host path replaces its
+    binaries, libraries or the host's /sys."""
+    rendered = daemon_container(family)
+    stored = created_pod.defaulted_container(rendered)
+    terms = [f"has(c.{key}) && {_equal('c.' + key, value)}" for key, value in stored.items() if key in rendered]
+    terms += [f"(!has(c.{key}) || {_equal('c.' + key, value)})" for key, value in stored.items() if key not in rendered]
+    defaulted_resources = "resources" not in stored
+    terms += [
+        "(!has(c.resources) || (!has(c.resources.limits) && !has(c.resources.requests) && !has(c.resources.claims)))"
+        if key == "resources" and defaulted_resources else f"!has(c.{key})"
+        for key in CONTAINER_FIELDS if key not in stored
+    ]
+    volumes = {v["name"]: v for v in fabric.gke_volumes(family)}
+    for mount in rendered.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        forms = " || ".join(_equal("v", form) for form in (volume, created_pod.defaulted_volume(volume)))
+        terms.append(
+            f"has(object.spec.volumes) && object.spec.volumes.exists(v, v.name == {_lit(mount['name'])})"
+            f" && object.spec.volumes.all(v, v.name != {_lit(mount['name'])} || {forms})"
+        )
+    return "(" + " && ".join(terms) + ")"
 
 
 def _field(path: str, default: str) -> str:
@@ -117,10 +161,11 @@ def _field(path: str, default: str) -> str:
 
 
 def variables(spec: PlatformSpec) -> list[dict[str, str]]:
-    is_daemon = " || ".join(_is_daemon(d) for d in daemons(spec)) or "false"
+    is_daemon = " || ".join(_is_daemon(f) for f in families(spec) if f.daemon is not None) or "false"
     pod = "has(object.spec.securityContext) && has(object.spec.securityContext.{0})"
     return [
         {"name": ALLOWED_HOST_PATHS_VARIABLE, "expression": _lit(host_paths(spec))},
+        {"name": TRAINER_HOST_PATHS_VARIABLE, "expression": _lit(trainer_host_paths(spec))},
         {
             "name": "containers",
             "expression": "object.spec.containers"
@@ -182,6 +227,12 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
             "variables.others.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m,"
             " !(m.name in variables.hostPathVolumes) || (has(m.readOnly) && m.readOnly)))",
             "only the GPUDirect daemon may mount a hostPath volume writable",
+        ),
+        _validation(
+            "host-path-scope",
+            "!has(object.spec.volumes) || variables.others.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, object.spec.volumes.all(v,"
+            f" v.name != m.name || !has(v.hostPath) || v.hostPath.path in variables.{TRAINER_HOST_PATHS_VARIABLE})))",
+            "only the GPUDirect daemon may mount the host's /sys and /proc/sys; other containers only the plugin libraries",
         ),
         _validation(
             "privilege-escalation",
