@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.facts.gpudirect import GPUDIRECT, Daemon, GpuDirect
+from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GPUDIRECT, Daemon, GpuDirect
 from components.jobs import fabric
 from components.kubernetes import created_pod
 from components.pools import fabric_pools
@@ -53,6 +53,7 @@ SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "cont
 HOST_NAMESPACES = "host-namespaces"
 PRIVILEGED = "privileged"
 VOLUMES = "volume-types"
+APPARMOR = "apparmor"
 
 
 def documented_host_paths() -> list[str]:
@@ -152,6 +153,25 @@ def _is_daemon(family: GpuDirect) -> str:
     return "(" + " && ".join(terms) + ")"
 
 
+# The NRI device injector on TCPX/TCPXO nodes hands a container every host device that the pod's
+# `devices.gke.io/container.<name>`, `devices.gke.io/pod` or `devices.gke.io` annotation lists,
+# with the uid, gid and mode it asks for (GoogleCloudPlatform/container-engine-accelerators@
+# 992db81257553607f1477945f1b3219632991829 nri_device_injector/nri_device_injector.go getDevices,
+# toNRIDevice). Only the pinned daemon's own annotation, with exactly the rendered value, passes.
+DEVICE_ANNOTATION_KEYS = "devices.gke.io"
+APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
+
+
+def device_annotations(spec: PlatformSpec) -> dict[str, str]:
+    """Daemon name -> the device annotation's value the job renderer gives its pods."""
+    out: dict[str, str] = {}
+    for pool in fabric_pools(spec):
+        if pool.family.daemon is not None:
+            rendered = fabric.gke_annotations(pool.pool, pool.family)
+            out[pool.family.daemon.name] = rendered[DEVICE_ANNOTATION_PREFIX + pool.family.daemon.name]
+    return out
+
+
 def _field(path: str, default: str) -> str:
     """`c.securityContext.<path>` where set, else `default` (a CEL expression); `has` is checked
     at every level, since selecting a missing field is an error in CEL."""
@@ -186,6 +206,7 @@ def variables(spec: PlatformSpec) -> list[dict[str, str]]:
         },
         {"name": "podSeccomp", "expression": f"{pod.format('seccompProfile')} ? object.spec.securityContext.seccompProfile.type : ''"},
         {"name": "podRunAsNonRoot", "expression": f"{pod.format('runAsNonRoot')} ? object.spec.securityContext.runAsNonRoot : false"},
+        {"name": "annotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
         {"name": "podRunAsUser", "expression": f"{pod.format('runAsUser')} ? object.spec.securityContext.runAsUser : -1"},
     ]
 
@@ -277,6 +298,23 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
             f" || ((!has(c.securityContext.seLinuxOptions.type) || c.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))})"
             " && !has(c.securityContext.seLinuxOptions.user) && !has(c.securityContext.seLinuxOptions.role)))",
             "only the safe sysctls, and no SELinux user, role or custom type",
+        ),
+        _validation(
+            "device-annotations",
+            f"variables.annotations.all(k, !k.startsWith({_lit(DEVICE_ANNOTATION_KEYS)}) || variables.daemonNames.exists(n,"
+            f" k == {_lit(DEVICE_ANNOTATION_PREFIX)} + n && variables.annotations[k] == {_lit(device_annotations(spec))}[n]))",
+            "devices.gke.io annotations only for the GPUDirect daemon, with the devices it is rendered with",
+        ),
+        # Baseline "AppArmor" (kubernetes/pod-security-admission@v0.31.0 policy/check_appArmorProfile.go):
+        # no Unconfined profile, the beta annotation only runtime/default or localhost/*.
+        _validation(
+            APPARMOR,
+            "!(has(object.spec.securityContext) && has(object.spec.securityContext.appArmorProfile)"
+            " && object.spec.securityContext.appArmorProfile.type == 'Unconfined')"
+            f" && variables.containers.all(c, {_field('appArmorProfile.type', repr(''))} != 'Unconfined')"
+            f" && variables.annotations.all(k, !k.startsWith({_lit(APPARMOR_ANNOTATION_PREFIX)})"
+            " || variables.annotations[k] == 'runtime/default' || variables.annotations[k].startsWith('localhost/'))",
+            "no Unconfined AppArmor profile; the AppArmor annotation is runtime/default or localhost/*",
         ),
     ]
 

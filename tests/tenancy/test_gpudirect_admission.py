@@ -160,7 +160,8 @@ def test_a_daemon_capability_beyond_the_documented_ones_is_refused(tcpx: tuple[d
 def test_a_sidecar_with_the_daemon_s_name_but_another_image_gets_no_exception(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
     policy, pod = copy.deepcopy(tcpx)
     pod["spec"]["initContainers"][0]["image"] = "registry.invalid/anything:1"
-    assert refusals(policy, pod) == ["host-path-read-only", "host-path-scope", "privilege-escalation", "run-as-non-root", "capabilities"]
+    assert refusals(policy, pod) == ["host-path-read-only", "host-path-scope", "privilege-escalation", "run-as-non-root", "capabilities",
+                                     "device-annotations"]
 
 
 def test_an_unconfined_seccomp_profile_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -311,3 +312,42 @@ def test_the_trainer_may_not_mount_the_host_s_sys_even_read_only(tcpx: tuple[dic
     policy, pod = copy.deepcopy(tcpx)
     trainer(pod)["volumeMounts"].append({"name": "sys", "mountPath": "/hostsys", "readOnly": True})
     assert refusals(policy, pod) == ["host-path-scope"]
+
+
+DEVICES = "- path: /dev/sda\n"
+
+
+@pytest.mark.parametrize("key", ["devices.gke.io/container.trainer", "devices.gke.io/pod", "devices.gke.io"])
+def test_a_device_annotation_for_anything_but_the_daemon_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]], key: str) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["metadata"]["annotations"][key] = DEVICES
+    assert refusals(policy, pod) == ["device-annotations"]
+
+
+def test_the_daemon_s_device_annotation_with_another_device_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["metadata"]["annotations"]["devices.gke.io/container.tcpx-daemon"] += DEVICES
+    assert refusals(policy, pod) == ["device-annotations"]
+
+
+def test_the_daemon_s_device_annotation_without_the_pinned_daemon_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["spec"]["initContainers"][0]["image"] = "registry.invalid/anything:1"
+    assert "device-annotations" in refusals(policy, pod)
+
+
+@pytest.mark.parametrize("where", ["pod", "trainer", "daemon"])
+def test_an_unconfined_apparmor_profile_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]], where: str) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    target = {"pod": pod["spec"], "trainer": trainer(pod), "daemon": pod["spec"]["initContainers"][0]}[where]
+    target["securityContext"]["appArmorProfile"] = {"type": "Unconfined"}
+    assert gpudirect_admission.APPARMOR in refusals(policy, pod)
+
+
+@pytest.mark.parametrize(("value", "refused"), [("unconfined", True), ("runtime/default", False), ("localhost/k8s-x", False)])
+def test_the_apparmor_annotation_admits_only_runtime_default_and_localhost(
+    tcpx: tuple[dict[str, Any], dict[str, Any]], value: str, refused: bool
+) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/tcpx-daemon"] = value
+    assert refusals(policy, pod) == ([gpudirect_admission.APPARMOR] if refused else [])
