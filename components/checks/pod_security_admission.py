@@ -63,6 +63,9 @@ def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
         extra = sorted(set(map(str, paths)) - set(gpudirect_admission.documented_host_paths()))
         if extra:
             holes.append(f"hostPath admitted outside the GPUDirect plugin's documented paths: {', '.join(extra)}")
+    conditions = [(get(c, "name"), get(c, "expression")) for c in items(get(policy.props, "spec", "matchConditions"))]
+    if conditions != [(c["name"], c["expression"]) for c in gpudirect_admission.match_conditions()]:
+        holes.append("matchConditions differ from the platform's: a pod change could skip the policy")
     if spec is not None:
         expected = {v["name"]: v["expression"] for v in gpudirect_admission.variables(spec)}
         for name in sorted(n for n in expected if variables.get(n) != expected[n]):

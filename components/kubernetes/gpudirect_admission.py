@@ -211,8 +211,8 @@ def variables(spec: PlatformSpec) -> list[dict[str, str]]:
     ]
 
 
-def _validation(name: str, expression: str, message: str) -> dict[str, str]:
-    return {"expression": expression, "message": f"{name}: {message} (gpu-platform {POLICY_NAME})", "reason": "Forbidden"}
+def _validation(name: str, expression: str, message: str, policy: str = POLICY_NAME) -> dict[str, str]:
+    return {"expression": expression, "message": f"{name}: {message} (gpu-platform {policy})", "reason": "Forbidden"}
 
 
 def validations(spec: PlatformSpec) -> list[dict[str, str]]:
@@ -263,9 +263,9 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
         ),
         _validation(
             "run-as-non-root",
-            f"variables.others.all(c, {_field('runAsNonRoot', 'variables.podRunAsNonRoot')} == true"
+            f"variables.podRunAsUser != 0 && variables.others.all(c, {_field('runAsNonRoot', 'variables.podRunAsNonRoot')} == true"
             f" && {_field('runAsUser', 'variables.podRunAsUser')} != 0)",
-            "containers run as non-root (runAsNonRoot: true, runAsUser not 0)",
+            "containers run as non-root (runAsNonRoot: true, runAsUser not 0, nor the pod's runAsUser)",
         ),
         _validation(
             "capabilities",
@@ -294,6 +294,10 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
             "sysctls-and-selinux",
             "!(has(object.spec.securityContext) && has(object.spec.securityContext.sysctls)"
             f" && !object.spec.securityContext.sysctls.all(s, s.name in {_lit(list(SAFE_SYSCTLS))}))"
+            " && !(has(object.spec.securityContext) && has(object.spec.securityContext.seLinuxOptions)"
+            " && ((has(object.spec.securityContext.seLinuxOptions.type)"
+            f" && !(object.spec.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))}))"
+            " || has(object.spec.securityContext.seLinuxOptions.user) || has(object.spec.securityContext.seLinuxOptions.role)))"
             " && variables.containers.all(c, !(has(c.securityContext) && has(c.securityContext.seLinuxOptions))"
             f" || ((!has(c.securityContext.seLinuxOptions.type) || c.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))})"
             " && !has(c.securityContext.seLinuxOptions.user) && !has(c.securityContext.seLinuxOptions.role)))",
@@ -319,10 +323,39 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
     ]
 
 
+def _unchanged(path: str, empty: str) -> str:
+    return f"(has(object.{path}) ? object.{path} : {empty}) == (has(oldObject.{path}) ? oldObject.{path} : {empty})"
+
+
+# An UPDATE that leaves every container and the annotations as they were changes nothing this
+# policy reads: of a pod's spec only container images, activeDeadlineSeconds, tolerations,
+# terminationGracePeriodSeconds, schedulingGates and (while gated) nodeSelector and affinity may
+# change (kubernetes/kubernetes@v1.32 pkg/apis/core/validation/validation.go ValidatePodUpdate,
+# ephemeral containers through their subresource). Such updates (the Job controller removing its
+# finalizer, Kueue lifting scheduling gates, status and label writes) are not re-checked, so
+# running pods never get stuck after the pin moves; Pod Security Admission skips the same kind
+# (kubernetes/pod-security-admission@v0.31.0 admission/admission.go isSignificantPodUpdate).
+SIGNIFICANT_UPDATE = "significant-pod-change"
+
+
+def match_conditions() -> list[dict[str, str]]:
+    unchanged = " && ".join([
+        _unchanged("metadata.annotations", "{}"),
+        "object.spec.containers == oldObject.spec.containers",
+        _unchanged("spec.initContainers", "[]"),
+        _unchanged("spec.ephemeralContainers", "[]"),
+    ])
+    return [{
+        "name": SIGNIFICANT_UPDATE,
+        "expression": f"request.operation != 'UPDATE' || request.subResource == 'ephemeralcontainers' || !({unchanged})",
+    }]
+
+
 def policy_spec(spec: PlatformSpec) -> dict[str, Any]:
     """The policy: pods (and their ephemeral containers) on create and update, failing closed."""
     return {
         "failurePolicy": "Fail",
+        "matchConditions": match_conditions(),
         "matchConstraints": {
             "resourceRules": [{
                 "apiGroups": [""],
@@ -371,6 +404,7 @@ def exec_policy_spec(spec: PlatformSpec) -> dict[str, Any]:
                 "daemon-exec",
                 f"!(has(object.container) && object.container in {_lit(names)})",
                 "no exec into or attach to the GPUDirect daemon, which runs as root",
+                EXEC_POLICY_NAME,
             )
         ],
     }

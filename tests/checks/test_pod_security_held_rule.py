@@ -129,3 +129,9 @@ def test_a_policy_that_stops_matching_pods_fails(synthesized: Synthesized) -> No
     found = violations(planted(synthesized("prod-gcp"), admission.POLICY,
                                lambda p: p["spec"]["matchConstraints"]["resourceRules"][0].update(resources=["services"])))
     assert len(found) == 2 and all("no bound policy matches pod creation" in m for m in found)
+
+
+def test_a_policy_whose_match_condition_skips_every_pod_fails(synthesized: Synthesized) -> None:
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY,
+                               lambda p: p["spec"].update(matchConditions=[{"name": "never", "expression": "false"}])))
+    assert any("matchConditions differ" in m for m in found)

@@ -32,17 +32,24 @@ def refusals(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     return refusals_of(policy, pod)
 
 
-def refusals_of(policy: dict[str, Any], request_object: dict[str, Any]) -> list[str]:
+def refusals_of(policy: dict[str, Any], request_object: dict[str, Any], old: dict[str, Any] | None = None,
+                sub_resource: str = "") -> list[str]:
+    """As the API server: no refusal where a matchCondition is false (CREATE, or UPDATE from `old`)."""
     env = celpy.Environment()
     obj = json_to_cel(request_object)
+    request = json_to_cel({"operation": "CREATE" if old is None else "UPDATE", "subResource": sub_resource})
+    base = {"object": obj, "oldObject": json_to_cel(old), "request": request}
+    for condition in policy.get("matchConditions", []):
+        if env.program(env.compile(condition["expression"])).evaluate(base) != celtypes.BoolType(True):
+            return []
     values: dict[celtypes.StringType, Any] = {}
     for variable in policy.get("variables", []):
         program = env.program(env.compile(variable["expression"]))
-        values[celtypes.StringType(variable["name"])] = program.evaluate({"object": obj, "variables": celtypes.MapType(values)})
+        values[celtypes.StringType(variable["name"])] = program.evaluate({**base, "variables": celtypes.MapType(values)})
     out: list[str] = []
     for validation in policy["validations"]:
         program = env.program(env.compile(validation["expression"]))
-        result = program.evaluate({"object": obj, "variables": celtypes.MapType(values)})
+        result = program.evaluate({**base, "variables": celtypes.MapType(values)})
         if result is not celtypes.BoolType(True) and result != celtypes.BoolType(True):
             out.append(validation["message"].split(":")[0])
     return out
@@ -351,3 +358,66 @@ def test_the_apparmor_annotation_admits_only_runtime_default_and_localhost(
     policy, pod = copy.deepcopy(tcpx)
     pod["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/tcpx-daemon"] = value
     assert refusals(policy, pod) == ([gpudirect_admission.APPARMOR] if refused else [])
+
+
+def _old_daemon_image(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as created before the daemon's image was bumped: no longer the pinned daemon."""
+    out = copy.deepcopy(pod)
+    out["spec"]["initContainers"][0]["image"] = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.11"
+    return out
+
+
+@pytest.mark.parametrize("change", ["finalizer-removed", "scheduling-gate-lifted", "label-added"])
+def test_a_metadata_or_gate_only_update_of_a_pod_with_an_old_daemon_is_not_rechecked(
+    tcpx: tuple[dict[str, Any], dict[str, Any]], change: str
+) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    old = _old_daemon_image(pod)
+    old["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    old["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+    new = copy.deepcopy(old)
+    {"finalizer-removed": lambda: new["metadata"].pop("finalizers"),
+     "scheduling-gate-lifted": lambda: new["spec"].pop("schedulingGates"),
+     "label-added": lambda: new["metadata"].setdefault("labels", {}).update(x="y")}[change]()
+    assert refusals(policy, old) and refusals_of(policy, new, old=old) == []
+
+
+def test_an_update_that_changes_a_container_is_rechecked(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    new = copy.deepcopy(pod)
+    trainer(new)["image"] = "registry.invalid/trainer:2"
+    new["spec"]["initContainers"][0]["image"] = "registry.invalid/anything:1"
+    assert "run-as-non-root" in refusals_of(policy, new, old=pod)
+
+
+def test_an_update_that_adds_a_device_annotation_is_rechecked(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    new = copy.deepcopy(pod)
+    new["metadata"]["annotations"]["devices.gke.io/pod"] = DEVICES
+    assert refusals_of(policy, new, old=pod) == ["device-annotations"]
+
+
+def test_an_ephemeral_container_update_is_always_checked(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    new = copy.deepcopy(pod)
+    new["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox", "securityContext": {"privileged": True}}]
+    assert gpudirect_admission.PRIVILEGED in refusals_of(policy, new, old=pod, sub_resource="ephemeralcontainers")
+
+
+def test_the_exec_policy_s_message_names_the_exec_policy(prod: PlatformSpec) -> None:
+    [validation] = gpudirect_admission.exec_policy_spec(prod)["validations"]
+    assert validation["message"].endswith(f"(gpu-platform {gpudirect_admission.EXEC_POLICY_NAME})")
+
+
+@pytest.mark.parametrize("options", [{"type": "spc_t"}, {"user": "system_u"}, {"role": "system_r"}])
+def test_a_pod_level_selinux_user_role_or_custom_type_is_refused(tcpx: tuple[dict[str, Any], dict[str, Any]], options: dict[str, str]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["spec"]["securityContext"]["seLinuxOptions"] = options
+    assert refusals(policy, pod) == ["sysctls-and-selinux"]
+
+
+def test_a_pod_level_root_user_is_refused_even_where_every_container_overrides_it(tcpx: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    policy, pod = copy.deepcopy(tcpx)
+    pod["spec"]["securityContext"]["runAsUser"] = 0
+    assert trainer(pod)["securityContext"]["runAsUser"] != 0
+    assert refusals(policy, pod) == ["run-as-non-root"]
