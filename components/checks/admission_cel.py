@@ -7,25 +7,22 @@ as it does under failurePolicy Fail. The interpreter is cel-python; where it is 
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Mapping
-
-try:
-    import celpy
-    from celpy import celtypes
-    from celpy.adapter import json_to_cel
-except ImportError:  # pragma: no cover - cel-python is a dependency; the fallback is structural
-    celpy = None
 
 
 def available() -> bool:
-    return celpy is not None
+    return importlib.util.find_spec("celpy") is not None
 
 
 def refusals(policy: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None = None,
              sub_resource: str = "") -> list[str]:
     """The names (the message up to its first colon) of the validations of the policy's spec
     `policy` that refuse `obj` (an UPDATE from `old` where given)."""
-    assert celpy is not None
+    import celpy
+    from celpy import celtypes
+    from celpy.adapter import json_to_cel
+
     env = celpy.Environment()
     request = json_to_cel({"operation": "CREATE" if old is None else "UPDATE", "subResource": sub_resource})
     base: dict[str, Any] = {"object": json_to_cel(dict(obj)), "oldObject": json_to_cel(dict(old) if old else None),

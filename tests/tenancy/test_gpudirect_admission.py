@@ -9,13 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-import celpy
 import pytest
-from celpy import celtypes
-from celpy.adapter import json_to_cel
 from helpers import platform_of
 from k8s_support import spec_of
 
+from components.checks import admission_cel
 from components.jobs import renderer
 from components.kubernetes import created_pod, gpudirect_admission, pod_security
 from components.spec import PlatformSpec
@@ -35,24 +33,7 @@ def refusals(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
 def refusals_of(policy: dict[str, Any], request_object: dict[str, Any], old: dict[str, Any] | None = None,
                 sub_resource: str = "") -> list[str]:
     """As the API server: no refusal where a matchCondition is false (CREATE, or UPDATE from `old`)."""
-    env = celpy.Environment()
-    obj = json_to_cel(request_object)
-    request = json_to_cel({"operation": "CREATE" if old is None else "UPDATE", "subResource": sub_resource})
-    base = {"object": obj, "oldObject": json_to_cel(old), "request": request}
-    for condition in policy.get("matchConditions", []):
-        if env.program(env.compile(condition["expression"])).evaluate(base) != celtypes.BoolType(True):
-            return []
-    values: dict[celtypes.StringType, Any] = {}
-    for variable in policy.get("variables", []):
-        program = env.program(env.compile(variable["expression"]))
-        values[celtypes.StringType(variable["name"])] = program.evaluate({**base, "variables": celtypes.MapType(values)})
-    out: list[str] = []
-    for validation in policy["validations"]:
-        program = env.program(env.compile(validation["expression"]))
-        result = program.evaluate({**base, "variables": celtypes.MapType(values)})
-        if result is not celtypes.BoolType(True) and result != celtypes.BoolType(True):
-            out.append(validation["message"].split(":")[0])
-    return out
+    return admission_cel.refusals(policy, request_object, old, sub_resource)
 
 
 def mega_spec() -> PlatformSpec:
