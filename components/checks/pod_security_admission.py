@@ -10,14 +10,21 @@ policy could admit without admitting hostIPC (components.kubernetes.pod_security
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Mapping, Sequence
+import posixpath
+from typing import Any, Callable, Mapping, Sequence
 
+from components.checks import admission_cel
 from components.checks.declared import UNKNOWN, Resource, get, items, mapping
 from components.checks.isolation import selects
-from components.kubernetes import gpudirect_admission
+from components.facts.gpudirect import GpuDirect
+from components.jobs import renderer
+from components.kubernetes import created_pod, gpudirect_admission
 from components.kubernetes.pod_security import ENFORCE_LABEL, mps_through_gke
-from components.pools import derive_pools
+from components.kubernetes.queues import queue_plan
+from components.kubernetes.tiers import priority_tiers
+from components.pools import derive_pools, fabric_pools
 from components.spec import PlatformSpec
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -46,6 +53,87 @@ def _refuses_daemon_exec(policy: Resource, spec: PlatformSpec) -> bool:
     )
 
 
+PROBE_IMAGE = "registry.invalid/gpu-platform/pod-security-rule:0"
+Pod = dict[str, Any]
+
+
+def _job_pod(spec: PlatformSpec, pool: str, gpus: int) -> Pod | None:
+    """The pod the Job controller creates for a two-node job on `pool`, as admission sees it."""
+    team = queue_plan(spec, derive_pools(spec)).teams[0].team
+    tier = priority_tiers(spec)[0].name
+    args = ["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", str(2 * gpus),
+            "--seq-len", "128", "--seed", "0", "--data", "/data/datasets/corpus"]
+    try:
+        jobset = renderer.render(spec, renderer.JobRequest(pool=pool, nodes=2, gpus_per_node=gpus, team=team, tier=tier,
+                                                           image=PROBE_IMAGE, trainer_args=args))
+    except renderer.JobError:
+        return None  # job-fits-pool reports the jobs the renderer refuses
+    return created_pod.created_pod(jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"], index=1)
+
+
+def _mount_in_daemon(pod: Pod, volume: dict[str, Any], path: str) -> None:
+    pod["spec"]["volumes"].append(volume)
+    pod["spec"]["initContainers"][0]["volumeMounts"].append({"name": volume["name"], "mountPath": path})
+
+
+def _repoint(pod: Pod, name: str, path: str) -> None:
+    for volume in pod["spec"]["volumes"]:
+        if volume["name"] == name:
+            volume["hostPath"]["path"] = path
+
+
+def attacks(family: GpuDirect) -> dict[str, Callable[[Pod], None]]:
+    """Pods a team member could create to reach the node through the daemon's exception or the
+    NRI device injector; the policy must refuse each one."""
+    def trainer(pod: Pod) -> dict[str, Any]:
+        return pod["spec"]["containers"][0]
+
+    out: dict[str, Callable[[Pod], None]] = {
+        "devices.gke.io annotation for the trainer": lambda pod: pod["metadata"]["annotations"].update(
+            {"devices.gke.io/container.trainer": "- path: /dev/sda\n"}),
+        "AppArmor Unconfined on the trainer": lambda pod: trainer(pod)["securityContext"].update(
+            appArmorProfile={"type": "Unconfined"}),
+    }
+    daemon = family.daemon
+    if daemon is not None:
+        libraries = dict(daemon.env).get("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64")
+        out |= {
+            "a bucket over the daemon's binary directory": lambda pod: _mount_in_daemon(
+                pod, {"name": "bucket", "csi": {"driver": "gcsfuse.csi.storage.gke.io", "volumeAttributes": {"bucketName": "b"}}},
+                posixpath.dirname(daemon.command[0])),
+            "an emptyDir over the daemon's LD_LIBRARY_PATH": lambda pod: _mount_in_daemon(
+                pod, {"name": "scratch", "emptyDir": {}}, libraries),
+            "the daemon's libraries volume repointed to a writable host path": lambda pod: _repoint(
+                pod, daemon.host_mounts[0][0], "/proc/sys"),
+            "AppArmor Unconfined on the daemon": lambda pod: pod["spec"]["initContainers"][0].setdefault(
+                "securityContext", {}).update(appArmorProfile={"type": "Unconfined"}),
+        }
+    return out
+
+
+def probe_holes(policy_spec: Mapping[str, Any], spec: PlatformSpec) -> list[str]:
+    """The policy evaluated (cel-python) against each GPUDirect pool's Job-controller pod, which
+    it must admit, and against the planted attack pods, which it must refuse."""
+    if not admission_cel.available():
+        return []
+    holes: list[str] = []
+    for fabric_pool in fabric_pools(spec):
+        pool = next(p for p in derive_pools(spec) if p.name == fabric_pool.pool)
+        pod = _job_pod(spec, pool.name, pool.gpus_per_node)
+        if pod is None:
+            continue
+        refused = admission_cel.refusals(policy_spec, pod)
+        if refused:
+            holes.append(f"the Job controller's pod of a two-node job on pool {pool.name} is refused ({', '.join(refused)})")
+            continue
+        for name, plant in attacks(fabric_pool.family).items():
+            attack = copy.deepcopy(pod)
+            plant(attack)
+            if not admission_cel.refusals(policy_spec, attack):
+                holes.append(f"pool {pool.name}: a pod with {name} is admitted")
+    return holes
+
+
 def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
     """What makes the policy admit more than the stack's GPUDirect pods need."""
     holes: list[str] = []
@@ -63,6 +151,9 @@ def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
         extra = sorted(set(map(str, paths)) - set(gpudirect_admission.documented_host_paths()))
         if extra:
             holes.append(f"hostPath admitted outside the GPUDirect plugin's documented paths: {', '.join(extra)}")
+    conditions = [(get(c, "name"), get(c, "expression")) for c in items(get(policy.props, "spec", "matchConditions"))]
+    if conditions != [(c["name"], c["expression"]) for c in gpudirect_admission.match_conditions()]:
+        holes.append("matchConditions differ from the platform's: a pod change could skip the policy")
     if spec is not None:
         expected = {v["name"]: v["expression"] for v in gpudirect_admission.variables(spec)}
         for name in sorted(n for n in expected if variables.get(n) != expected[n]):
@@ -71,6 +162,7 @@ def _policy_holes(policy: Resource, spec: PlatformSpec | None) -> list[str]:
         for validation in gpudirect_admission.validations(spec):
             if validation["expression"] not in present:
                 holes.append(f"validation missing or weakened: {validation['message']}")
+        holes += probe_holes(mapping(get(policy.props, "spec")), spec)
     return holes
 
 

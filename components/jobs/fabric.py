@@ -89,6 +89,17 @@ def env(pool: Pool, nodes: int, efa_devices: int, family: GpuDirect | None = Non
 # --uds_path, NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX): an emptyDir of the pod, not the host's.
 TCPX_SOCKET_VOLUME = "tcpx-socket"
 TCPX_SOCKET_DIR = "/run/tcpx"
+# The Job controller appends this entry to every init container and container of an Indexed
+# Job's pods unless the container already has an env of that name (kubernetes/kubernetes@v1.32
+# pkg/controller/job/indexed_job_utils.go addCompletionIndexEnvVariable); the API server then
+# defaults fieldRef.apiVersion to "v1". The daemon carries it already, in the defaulted form, so
+# the pod that reaches admission holds the daemon exactly as rendered, whose env the policy pins
+# (components.kubernetes.gpudirect_admission). The annotation is set on every version
+# (addCompletionIndexAnnotation), the label only with PodIndexLabel.
+COMPLETION_INDEX_ENV = {
+    "name": "JOB_COMPLETION_INDEX",
+    "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}},
+}
 
 
 def gke_family(spec: PlatformSpec, spec_pool: NodePoolSpec, pool: Pool, nodes: int, gpus_per_node: int) -> GpuDirect | None:
@@ -163,7 +174,7 @@ def gke_sidecars(family: GpuDirect) -> list[dict[str, Any]]:
         "restartPolicy": "Always",
         "command": list(daemon.command),
         "args": list(daemon.args),
-        "env": env,
+        "env": [*env, COMPLETION_INDEX_ENV],
         **probe,
         "resources": {"requests": daemon_resources(), "limits": daemon_resources()},
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": list(daemon.capabilities)}},

@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.facts.gpudirect import GPUDIRECT, Daemon, GpuDirect
+from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GPUDIRECT, Daemon, GpuDirect
+from components.jobs import fabric
+from components.kubernetes import created_pod
 from components.pools import fabric_pools
 from components.spec import PlatformSpec
 from components.tenancy import TEAM_LABEL
@@ -34,6 +36,8 @@ POLICY_NAME = "gpu-platform-team-pod-security"
 BINDING_NAME = POLICY_NAME
 # The variable that lists the hostPath paths the policy admits (read by the check rule).
 ALLOWED_HOST_PATHS_VARIABLE = "allowedHostPaths"
+# The host paths a container other than the daemon may mount (read-only): the plugin libraries.
+TRAINER_HOST_PATHS_VARIABLE = "trainerHostPaths"
 # Restricted: "Volume Types" (pod-security-standards); hostPath is added at the listed paths.
 RESTRICTED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
 # Baseline: "Sysctls", the safe set.
@@ -49,6 +53,7 @@ SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "cont
 HOST_NAMESPACES = "host-namespaces"
 PRIVILEGED = "privileged"
 VOLUMES = "volume-types"
+APPARMOR = "apparmor"
 
 
 def documented_host_paths() -> list[str]:
@@ -84,6 +89,11 @@ def host_paths(spec: PlatformSpec) -> list[str]:
     return sorted(paths)
 
 
+def trainer_host_paths(spec: PlatformSpec) -> list[str]:
+    """The host paths the stack's families document for the trainer: no /sys, no /proc/sys."""
+    return sorted({host for family in families(spec) for _, host, _ in family.trainer_mounts})
+
+
 def daemons(spec: PlatformSpec) -> list[Daemon]:
     return [family.daemon for family in families(spec) if family.daemon is not None]
 
@@ -93,19 +103,73 @@ def _lit(value: Any) -> str:
     return json.dumps(value)
 
 
-def _is_daemon(daemon: Daemon) -> str:
-    """The daemon exactly as rendered (components.jobs.fabric.gke_sidecars): its name, pinned
-    image, command, arguments and environment, and no probe or lifecycle hook, whose exec would
-    run another command as root beside it."""
-    env = [{"name": name, "value": value} for name, value in daemon.env]
-    return (
-        f'(c.name == {_lit(daemon.name)} && has(c.image) && c.image == {_lit(daemon.image)} '
-        f'&& has(c.restartPolicy) && c.restartPolicy == "Always" '
-        f'&& has(c.command) && c.command == {_lit(list(daemon.command))} '
-        f'&& (has(c.args) ? c.args : []) == {_lit(list(daemon.args))} '
-        f'&& (has(c.env) ? c.env : []) == {_lit(env)} && !has(c.envFrom) '
-        f'&& !has(c.lifecycle) && !has(c.livenessProbe) && !has(c.readinessProbe) && !has(c.startupProbe))'
-    )
+# Every field of core/v1 Container on the supported versions (kubernetes/kubernetes@v1.31
+# staging/src/k8s.io/api/core/v1/types.go Container). A field the daemon is not rendered with
+# must be absent: CEL on a typed object cannot iterate its keys, and `has` on a field the
+# schema lacks is a compile error, so the list stays within 1.31's fields.
+CONTAINER_FIELDS = (
+    "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources", "resizePolicy",
+    "restartPolicy", "volumeMounts", "volumeDevices", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+    "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty",
+)
+
+
+def daemon_container(family: GpuDirect) -> dict[str, Any]:
+    """The daemon sidecar exactly as the job renderer renders it (components.jobs.fabric)."""
+    [container] = fabric.gke_sidecars(family)
+    return container
+
+
+def _equal(expr: str, value: Any) -> str:
+    """`expr` equals the JSON value. `dyn` lets a typed object compare with a literal map."""
+    return f"dyn({expr}) == {_lit(value)}"
+
+
+def _is_daemon(family: GpuDirect) -> str:
+    """The daemon exactly as rendered (fabric.gke_sidecars), in the form the API server stores
+    (components.kubernetes.created_pod): every field it is rendered with equal, the fields the
+    API server defaults either unset or at their default, every other field of Container unset
+    (no probe or hook of another command, no workingDir or volumeDevices), and every volume it
+    mounts exactly the rendered volume, so no bucket, emptyDir or other host path replaces its
+    binaries, libraries or the host's /sys."""
+    rendered = daemon_container(family)
+    stored = created_pod.defaulted_container(rendered)
+    terms = [f"has(c.{key}) && {_equal('c.' + key, value)}" for key, value in stored.items() if key in rendered]
+    terms += [f"(!has(c.{key}) || {_equal('c.' + key, value)})" for key, value in stored.items() if key not in rendered]
+    defaulted_resources = "resources" not in stored
+    terms += [
+        "(!has(c.resources) || (!has(c.resources.limits) && !has(c.resources.requests) && !has(c.resources.claims)))"
+        if key == "resources" and defaulted_resources else f"!has(c.{key})"
+        for key in CONTAINER_FIELDS if key not in stored
+    ]
+    volumes = {v["name"]: v for v in fabric.gke_volumes(family)}
+    for mount in rendered.get("volumeMounts", []):
+        volume = volumes[mount["name"]]
+        forms = " || ".join(_equal("v", form) for form in (volume, created_pod.defaulted_volume(volume)))
+        terms.append(
+            f"has(object.spec.volumes) && object.spec.volumes.exists(v, v.name == {_lit(mount['name'])})"
+            f" && object.spec.volumes.all(v, v.name != {_lit(mount['name'])} || {forms})"
+        )
+    return "(" + " && ".join(terms) + ")"
+
+
+# The NRI device injector on TCPX/TCPXO nodes hands a container every host device that the pod's
+# `devices.gke.io/container.<name>`, `devices.gke.io/pod` or `devices.gke.io` annotation lists,
+# with the uid, gid and mode it asks for (GoogleCloudPlatform/container-engine-accelerators@
+# 992db81257553607f1477945f1b3219632991829 nri_device_injector/nri_device_injector.go getDevices,
+# toNRIDevice). Only the pinned daemon's own annotation, with exactly the rendered value, passes.
+DEVICE_ANNOTATION_KEYS = "devices.gke.io"
+APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
+
+
+def device_annotations(spec: PlatformSpec) -> dict[str, str]:
+    """Daemon name -> the device annotation's value the job renderer gives its pods."""
+    out: dict[str, str] = {}
+    for pool in fabric_pools(spec):
+        if pool.family.daemon is not None:
+            rendered = fabric.gke_annotations(pool.pool, pool.family)
+            out[pool.family.daemon.name] = rendered[DEVICE_ANNOTATION_PREFIX + pool.family.daemon.name]
+    return out
 
 
 def _field(path: str, default: str) -> str:
@@ -117,10 +181,11 @@ def _field(path: str, default: str) -> str:
 
 
 def variables(spec: PlatformSpec) -> list[dict[str, str]]:
-    is_daemon = " || ".join(_is_daemon(d) for d in daemons(spec)) or "false"
+    is_daemon = " || ".join(_is_daemon(f) for f in families(spec) if f.daemon is not None) or "false"
     pod = "has(object.spec.securityContext) && has(object.spec.securityContext.{0})"
     return [
         {"name": ALLOWED_HOST_PATHS_VARIABLE, "expression": _lit(host_paths(spec))},
+        {"name": TRAINER_HOST_PATHS_VARIABLE, "expression": _lit(trainer_host_paths(spec))},
         {
             "name": "containers",
             "expression": "object.spec.containers"
@@ -141,12 +206,13 @@ def variables(spec: PlatformSpec) -> list[dict[str, str]]:
         },
         {"name": "podSeccomp", "expression": f"{pod.format('seccompProfile')} ? object.spec.securityContext.seccompProfile.type : ''"},
         {"name": "podRunAsNonRoot", "expression": f"{pod.format('runAsNonRoot')} ? object.spec.securityContext.runAsNonRoot : false"},
+        {"name": "annotations", "expression": "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
         {"name": "podRunAsUser", "expression": f"{pod.format('runAsUser')} ? object.spec.securityContext.runAsUser : -1"},
     ]
 
 
-def _validation(name: str, expression: str, message: str) -> dict[str, str]:
-    return {"expression": expression, "message": f"{name}: {message} (gpu-platform {POLICY_NAME})", "reason": "Forbidden"}
+def _validation(name: str, expression: str, message: str, policy: str = POLICY_NAME) -> dict[str, str]:
+    return {"expression": expression, "message": f"{name}: {message} (gpu-platform {policy})", "reason": "Forbidden"}
 
 
 def validations(spec: PlatformSpec) -> list[dict[str, str]]:
@@ -184,6 +250,12 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
             "only the GPUDirect daemon may mount a hostPath volume writable",
         ),
         _validation(
+            "host-path-scope",
+            "!has(object.spec.volumes) || variables.others.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, object.spec.volumes.all(v,"
+            f" v.name != m.name || !has(v.hostPath) || v.hostPath.path in variables.{TRAINER_HOST_PATHS_VARIABLE})))",
+            "only the GPUDirect daemon may mount the host's /sys and /proc/sys; other containers only the plugin libraries",
+        ),
+        _validation(
             "privilege-escalation",
             "variables.others.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation)"
             " && !c.securityContext.allowPrivilegeEscalation)",
@@ -191,9 +263,9 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
         ),
         _validation(
             "run-as-non-root",
-            f"variables.others.all(c, {_field('runAsNonRoot', 'variables.podRunAsNonRoot')} == true"
+            f"variables.podRunAsUser != 0 && variables.others.all(c, {_field('runAsNonRoot', 'variables.podRunAsNonRoot')} == true"
             f" && {_field('runAsUser', 'variables.podRunAsUser')} != 0)",
-            "containers run as non-root (runAsNonRoot: true, runAsUser not 0)",
+            "containers run as non-root (runAsNonRoot: true, runAsUser not 0, nor the pod's runAsUser)",
         ),
         _validation(
             "capabilities",
@@ -222,18 +294,68 @@ def validations(spec: PlatformSpec) -> list[dict[str, str]]:
             "sysctls-and-selinux",
             "!(has(object.spec.securityContext) && has(object.spec.securityContext.sysctls)"
             f" && !object.spec.securityContext.sysctls.all(s, s.name in {_lit(list(SAFE_SYSCTLS))}))"
+            " && !(has(object.spec.securityContext) && has(object.spec.securityContext.seLinuxOptions)"
+            " && ((has(object.spec.securityContext.seLinuxOptions.type)"
+            f" && !(object.spec.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))}))"
+            " || has(object.spec.securityContext.seLinuxOptions.user) || has(object.spec.securityContext.seLinuxOptions.role)))"
             " && variables.containers.all(c, !(has(c.securityContext) && has(c.securityContext.seLinuxOptions))"
             f" || ((!has(c.securityContext.seLinuxOptions.type) || c.securityContext.seLinuxOptions.type in {_lit(list(SELINUX_TYPES))})"
             " && !has(c.securityContext.seLinuxOptions.user) && !has(c.securityContext.seLinuxOptions.role)))",
             "only the safe sysctls, and no SELinux user, role or custom type",
         ),
+        _validation(
+            "device-annotations",
+            f"variables.annotations.all(k, !k.startsWith({_lit(DEVICE_ANNOTATION_KEYS)}) || variables.daemonNames.exists(n,"
+            f" k == {_lit(DEVICE_ANNOTATION_PREFIX)} + n && variables.annotations[k] == {_lit(device_annotations(spec))}[n]))",
+            "devices.gke.io annotations only for the GPUDirect daemon, with the devices it is rendered with",
+        ),
+        # Baseline "AppArmor" (kubernetes/pod-security-admission@v0.31.0 policy/check_appArmorProfile.go):
+        # no Unconfined profile, the beta annotation only runtime/default or localhost/*.
+        _validation(
+            APPARMOR,
+            "!(has(object.spec.securityContext) && has(object.spec.securityContext.appArmorProfile)"
+            " && object.spec.securityContext.appArmorProfile.type == 'Unconfined')"
+            f" && variables.containers.all(c, {_field('appArmorProfile.type', repr(''))} != 'Unconfined')"
+            f" && variables.annotations.all(k, !k.startsWith({_lit(APPARMOR_ANNOTATION_PREFIX)})"
+            " || variables.annotations[k] == 'runtime/default' || variables.annotations[k].startsWith('localhost/'))",
+            "no Unconfined AppArmor profile; the AppArmor annotation is runtime/default or localhost/*",
+        ),
     ]
+
+
+def _unchanged(path: str, empty: str) -> str:
+    return f"(has(object.{path}) ? object.{path} : {empty}) == (has(oldObject.{path}) ? oldObject.{path} : {empty})"
+
+
+# An UPDATE that leaves every container and the annotations as they were changes nothing this
+# policy reads: of a pod's spec only container images, activeDeadlineSeconds, tolerations,
+# terminationGracePeriodSeconds, schedulingGates and (while gated) nodeSelector and affinity may
+# change (kubernetes/kubernetes@v1.32 pkg/apis/core/validation/validation.go ValidatePodUpdate,
+# ephemeral containers through their subresource). Such updates (the Job controller removing its
+# finalizer, Kueue lifting scheduling gates, status and label writes) are not re-checked, so
+# running pods never get stuck after the pin moves; Pod Security Admission skips the same kind
+# (kubernetes/pod-security-admission@v0.31.0 admission/admission.go isSignificantPodUpdate).
+SIGNIFICANT_UPDATE = "significant-pod-change"
+
+
+def match_conditions() -> list[dict[str, str]]:
+    unchanged = " && ".join([
+        _unchanged("metadata.annotations", "{}"),
+        "object.spec.containers == oldObject.spec.containers",
+        _unchanged("spec.initContainers", "[]"),
+        _unchanged("spec.ephemeralContainers", "[]"),
+    ])
+    return [{
+        "name": SIGNIFICANT_UPDATE,
+        "expression": f"request.operation != 'UPDATE' || request.subResource == 'ephemeralcontainers' || !({unchanged})",
+    }]
 
 
 def policy_spec(spec: PlatformSpec) -> dict[str, Any]:
     """The policy: pods (and their ephemeral containers) on create and update, failing closed."""
     return {
         "failurePolicy": "Fail",
+        "matchConditions": match_conditions(),
         "matchConstraints": {
             "resourceRules": [{
                 "apiGroups": [""],
@@ -282,6 +404,7 @@ def exec_policy_spec(spec: PlatformSpec) -> dict[str, Any]:
                 "daemon-exec",
                 f"!(has(object.container) && object.container in {_lit(names)})",
                 "no exec into or attach to the GPUDirect daemon, which runs as root",
+                EXEC_POLICY_NAME,
             )
         ],
     }

@@ -14,6 +14,7 @@ from k8s_support import spec_of
 from components.checks import pod_security_admission as admission
 from components.checks.declared import Resource
 from components.checks.rules import base, registry
+from components.facts.gpudirect import GPUDIRECT
 from components.kubernetes import gpudirect_admission, pod_security
 from infra.synth import Synthesis
 
@@ -83,16 +84,16 @@ def test_a_policy_admitting_host_network_fails(synthesized: Synthesized) -> None
     def plant(props: dict[str, Any]) -> None:
         validation(props, gpudirect_admission.HOST_NAMESPACES)["expression"] = "!(has(object.spec.hostPID) && object.spec.hostPID)"
 
-    [found] = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
-    assert "validation missing or weakened: host-namespaces" in found
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
+    assert any("validation missing or weakened: host-namespaces" in m for m in found)
 
 
 def test_a_policy_without_its_privileged_refusal_fails(synthesized: Synthesized) -> None:
     def plant(props: dict[str, Any]) -> None:
         props["spec"]["validations"].remove(validation(props, gpudirect_admission.PRIVILEGED))
 
-    [found] = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
-    assert "validation missing or weakened: privileged" in found
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
+    assert any("validation missing or weakened: privileged" in m for m in found)
 
 
 def test_a_policy_admitting_the_node_s_root_as_host_path_fails(synthesized: Synthesized) -> None:
@@ -109,8 +110,8 @@ def test_a_policy_exempting_any_image_under_the_daemon_s_name_fails(synthesized:
         [variable] = [v for v in props["spec"]["variables"] if v["name"] == "daemons"]
         variable["expression"] = "has(object.spec.initContainers) ? object.spec.initContainers : []"
 
-    [found] = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
-    assert "variable daemons differs" in found
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY, plant))
+    assert any("variable daemons differs" in m for m in found)
 
 
 def test_a_policy_that_fails_open_fails(synthesized: Synthesized) -> None:
@@ -129,3 +130,61 @@ def test_a_policy_that_stops_matching_pods_fails(synthesized: Synthesized) -> No
     found = violations(planted(synthesized("prod-gcp"), admission.POLICY,
                                lambda p: p["spec"]["matchConstraints"]["resourceRules"][0].update(resources=["services"])))
     assert len(found) == 2 and all("no bound policy matches pod creation" in m for m in found)
+
+
+def test_a_policy_whose_match_condition_skips_every_pod_fails(synthesized: Synthesized) -> None:
+    found = violations(planted(synthesized("prod-gcp"), admission.POLICY,
+                               lambda p: p["spec"].update(matchConditions=[{"name": "never", "expression": "false"}])))
+    assert any("matchConditions differ" in m for m in found)
+
+
+def _mega() -> Any:
+    platform = platform_of("prod-gcp")
+    platform["nodePools"][0].update(instanceType="a3-megagpu-8g", provisioning="spot")
+    platform["nodePools"][0].pop("capacity", None)
+    return spec_of(platform)
+
+
+PROBE_STACKS = {"prod-gcp": lambda: spec_of(platform_of("prod-gcp")), "a3-mega": _mega}
+
+
+@pytest.mark.parametrize("stack", sorted(PROBE_STACKS))
+def test_the_shipped_policy_admits_the_job_controller_s_pods_and_refuses_every_attack(stack: str) -> None:
+    spec = PROBE_STACKS[stack]()
+    assert admission.probe_holes(gpudirect_admission.policy_spec(spec), spec) == []
+
+
+ATTACKS = sorted(admission.attacks(GPUDIRECT["a3-highgpu-8g"]))
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_each_attack_pod_is_refused_by_the_shipped_policy(attack: str) -> None:
+    spec = spec_of(platform_of("prod-gcp"))
+    pod = admission._job_pod(spec, "h100-train", 8)
+    assert pod is not None
+    admission.attacks(GPUDIRECT["a3-highgpu-8g"])[attack](pod)
+    assert admission.admission_cel.refusals(gpudirect_admission.policy_spec(spec), pod)
+
+
+@pytest.mark.parametrize(("validation_name", "attack"), [
+    ("device-annotations", "devices.gke.io annotation for the trainer"),
+    (gpudirect_admission.APPARMOR, "AppArmor Unconfined on the trainer"),
+])
+def test_a_policy_whose_refusal_is_weakened_is_caught_by_evaluating_it(validation_name: str, attack: str) -> None:
+    spec = spec_of(platform_of("prod-gcp"))
+    policy = gpudirect_admission.policy_spec(spec)
+    [found] = [v for v in policy["validations"] if v["message"].startswith(f"{validation_name}:")]
+    found["expression"] = "true"
+    assert f"pool h100-train: a pod with {attack} is admitted" in admission.probe_holes(policy, spec)
+
+
+def test_a_daemon_pin_that_ignores_the_controller_s_env_entry_is_caught_by_evaluating_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components.jobs import fabric
+
+    spec = spec_of(platform_of("prod-gcp"))
+    real = fabric.gke_sidecars
+    monkeypatch.setattr(fabric, "gke_sidecars", lambda family: [
+        {**c, "env": [e for e in c["env"] if e["name"] != "JOB_COMPLETION_INDEX"]} for c in real(family)])
+    policy = gpudirect_admission.policy_spec(spec)
+    assert any("the Job controller's pod of a two-node job on pool h100-train is refused" in h
+               for h in admission.probe_holes(policy, spec))
