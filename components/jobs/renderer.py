@@ -36,6 +36,7 @@ from components.jobs.torchrun import (
     torchrun_args,
 )
 from components.jobs.volumes import DATA_MOUNT, GCS_FUSE_SIDECAR, data_volumes, pod_annotations
+from components.kubernetes import gpudirect_pod
 from components.kubernetes.pod_security import mps_through_gke
 from components.kubernetes.queues import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, TeamQueue, queue_plan
 from components.kubernetes.tiers import priority_tiers
@@ -241,7 +242,7 @@ def _trainer_requests(spec: PlatformSpec, pool: Pool, spec_pool: NodePoolSpec, r
     node = node_resources.job_allocatable(spec, pool, spec_pool)
     if node is None:
         return None
-    daemon = fabric.daemon_requests(_gke_family(spec, spec_pool, pool, request))
+    daemon = gpudirect_pod.daemon_requests(_gke_family(spec, spec_pool, pool, request))
     pod = node_resources.share(node, request.gpus_per_node, pool.slots_per_node) - daemon
     return pod - GCS_FUSE_SIDECAR if spec.cloud == "gcp" or request.portable else pod
 
@@ -299,7 +300,7 @@ def _container(
         # With MPS the device plugin (or GKE's host IPC) provides /dev/shm: the MPS daemon's.
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     if family is not None:
-        mounts += fabric.gke_trainer_mounts(family)
+        mounts += gpudirect_pod.gke_trainer_mounts(family)
     # Pods reach each other as <jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>.
     host0 = f"{request.name}-{REPLICATED_JOB}-0-0.{request.name}"
     typed = [flags.kubelet_literal(arg) for arg in request.trainer_args]
@@ -375,9 +376,9 @@ def _pod_spec(
         pod["hostIPC"] = True
     family = _gke_family(spec, _spec_pool(spec, pool.name), pool, request)
     if family is not None:
-        volumes += fabric.gke_volumes(family)
+        volumes += gpudirect_pod.gke_volumes(family)
         if family.daemon is not None:
-            pod["initContainers"] = fabric.gke_sidecars(family)
+            pod["initContainers"] = gpudirect_pod.gke_sidecars(family)
     return pod
 
 
@@ -404,7 +405,7 @@ def render(spec: PlatformSpec, request: JobRequest) -> dict[str, Any]:
     annotations = pod_annotations(spec, request.portable) | placement.topology_annotations(spec, pool, request.nodes, request.topology)
     family = _gke_family(spec, spec_pool, pool, request)
     if family is not None:
-        annotations |= fabric.gke_annotations(pool.name, family)
+        annotations |= gpudirect_pod.gke_annotations(pool.name, family)
     if karpenter_provisions(spec, spec_pool):
         # No consolidation, drift or expiry takes the node while the pod runs (facts.karpenter).
         annotations[DO_NOT_DISRUPT_ANNOTATION] = "true"

@@ -2,7 +2,7 @@
 
 A multi-node job on a GPUDirect pool needs two things the Pod Security `restricted` and
 `baseline` levels refuse: read-only hostPath mounts of the host's NCCL plugin libraries, and on
-TCPX/TCPXO the receive-datapath daemon as a root sidecar with NET_ADMIN (components.jobs.fabric).
+TCPX/TCPXO the receive-datapath daemon as a root sidecar with NET_ADMIN (components.kubernetes.gpudirect_pod).
 Pod Security Admission exempts pods only through the API server's AdmissionConfiguration file
 (kubernetes.io/docs/concepts/security/pod-security-admission "Exemptions"), which GKE does not let
 us set; so PSA cannot admit that shape in a `restricted` namespace. Instead the team namespaces
@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from components.facts.gpudirect import DEVICE_ANNOTATION_PREFIX, GPUDIRECT, Daemon, GpuDirect
-from components.jobs import fabric
+from components.kubernetes import gpudirect_pod as fabric
 from components.kubernetes import created_pod
 from components.pools import fabric_pools
 from components.spec import PlatformSpec
@@ -115,7 +115,7 @@ CONTAINER_FIELDS = (
 
 
 def daemon_container(family: GpuDirect) -> dict[str, Any]:
-    """The daemon sidecar exactly as the job renderer renders it (components.jobs.fabric)."""
+    """The daemon sidecar exactly as the job renderer renders it (components.kubernetes.gpudirect_pod)."""
     [container] = fabric.gke_sidecars(family)
     return container
 

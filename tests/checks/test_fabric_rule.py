@@ -13,6 +13,7 @@ from components.checks.rules import base, registry
 from components.facts.rule_catalog import RULES_BY_ID
 from components.gcp import gpudirect as gke_objects
 from components.jobs import fabric, renderer
+from components.kubernetes import gpudirect_pod
 from components.pools import INTERFACES_ANNOTATION, fabric_pools
 from infra import stackfile
 
@@ -98,12 +99,12 @@ def test_a_gke_stack_without_its_rdma_installer_is_refused() -> None:
 
 
 def test_a_gke_job_without_its_interfaces_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fabric.gke_annotations
+    real = gpudirect_pod.gke_annotations
 
     def without_interfaces(*args: Any) -> dict[str, str]:
         return {k: v for k, v in real(*args).items() if k != INTERFACES_ANNOTATION}
 
-    monkeypatch.setattr(fabric, "gke_annotations", without_interfaces)
+    monkeypatch.setattr(gpudirect_pod, "gke_annotations", without_interfaces)
     found = violations("prod-gcp")
     assert len(found) == 2
     assert found[0] == ("pool h100-train (a3-highgpu-8g), job 8 node(s): the pod's networking.gke.io/interfaces do not "
@@ -112,7 +113,7 @@ def test_a_gke_job_without_its_interfaces_is_refused(monkeypatch: pytest.MonkeyP
 
 
 def test_a_tcpx_job_without_its_daemon_sidecar_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fabric, "gke_sidecars", lambda *args: [])
+    monkeypatch.setattr(gpudirect_pod, "gke_sidecars", lambda *args: [])
     assert violations("prod-gcp") == [
         "pool h100-train (a3-highgpu-8g), job 8 node(s): no tcpx-daemon sidecar with its GPU devices "
         "(us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12): the plugin has no receive datapath"
@@ -120,7 +121,7 @@ def test_a_tcpx_job_without_its_daemon_sidecar_is_refused(monkeypatch: pytest.Mo
 
 
 def test_a_gke_job_without_the_host_plugin_mount_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fabric, "gke_trainer_mounts", lambda *args: [])
+    monkeypatch.setattr(gpudirect_pod, "gke_trainer_mounts", lambda *args: [])
     found = violations("prod-gcp")
     assert "pool h100-train (a3-highgpu-8g), job 8 node(s): the trainer does not mount " \
         "/home/kubernetes/bin/nvidia/lib64 at /usr/local/nvidia/lib64: NCCL finds no GPUDirectTCPX plugin" in found

@@ -19,7 +19,7 @@ from components import node_resources
 from components.aws import plan
 from components.checks.fit import proof
 from components.checks.rules import base, registry
-from components.jobs import fabric
+from components.kubernetes import gpudirect_pod
 from components.pools import derive_pools
 from components.spec import parse_spec
 from infra import cli, stackfile
@@ -365,6 +365,6 @@ def test_a_shared_pool_selected_by_gfd_s_product_label_never_gets_pods(records: 
 def test_a_renderer_that_forgets_the_gpudirect_daemon_sidecar_over_asks_and_is_caught(
     records: Callable[[str], Records], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fabric, "daemon_requests", lambda family: node_resources.NOTHING)
+    monkeypatch.setattr(gpudirect_pod, "daemon_requests", lambda family: node_resources.NOTHING)
     found = misfits("prod-gcp", records("prod-gcp"))
     assert found and all("pool h100-train" in m and "x 8 GPU(s)" in m for m in found)

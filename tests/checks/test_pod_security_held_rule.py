@@ -179,7 +179,7 @@ def test_a_policy_whose_refusal_is_weakened_is_caught_by_evaluating_it(validatio
 
 
 def test_a_daemon_pin_that_ignores_the_controller_s_env_entry_is_caught_by_evaluating_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.jobs import fabric
+    from components.kubernetes import gpudirect_pod as fabric
 
     spec = spec_of(platform_of("prod-gcp"))
     real = fabric.gke_sidecars

@@ -18,6 +18,7 @@ from components.facts import catalog
 from components.facts.fabric import FABRICS, FLOOR_FRACTION
 from components.facts.gpudirect import GPUDIRECT
 from components.jobs import fabric, renderer
+from components.kubernetes import gpudirect_pod
 from components.pools import DEFAULT_INTERFACE_ANNOTATION, INTERFACES_ANNOTATION, fabric_pools
 
 
@@ -181,10 +182,10 @@ def test_the_tcpx_daemon_and_nccl_meet_on_a_socket_directory_of_the_pod() -> Non
     template = template_of(gke_job("h100-train"))
     pod = template["spec"]
     [daemon], trainer = pod["initContainers"], container_of(gke_job("h100-train"))
-    socket = [v for v in pod["volumes"] if v["name"] == fabric.TCPX_SOCKET_VOLUME]
-    assert socket == [{"name": fabric.TCPX_SOCKET_VOLUME, "emptyDir": {}}]
+    socket = [v for v in pod["volumes"] if v["name"] == gpudirect_pod.TCPX_SOCKET_VOLUME]
+    assert socket == [{"name": gpudirect_pod.TCPX_SOCKET_VOLUME, "emptyDir": {}}]
     for c in (daemon, trainer):
-        assert {"name": fabric.TCPX_SOCKET_VOLUME, "mountPath": "/run/tcpx"} in c["volumeMounts"]
+        assert {"name": gpudirect_pod.TCPX_SOCKET_VOLUME, "mountPath": "/run/tcpx"} in c["volumeMounts"]
     assert env_of(gke_job("h100-train"))["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"]["value"] == "/run/tcpx"
     assert daemon["args"][daemon["args"].index("--uds_path") + 1] == "/run/tcpx"
 

@@ -254,7 +254,7 @@ def test_a_daemon_without_its_own_completion_index_entry_is_refused_once_the_con
 def test_the_pin_follows_the_rendered_daemon_when_its_probe_and_resources_change(
     prod: PlatformSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components.jobs import fabric
+    from components.kubernetes import gpudirect_pod as fabric
 
     real = fabric.gke_sidecars
 
