@@ -49,6 +49,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "dist-timeout": 60,
 }
 RUN_TIMEOUT_S = 240.0
+# How long the other pods of a failed JobSet run on before the JobSet controller deletes them
+# (in the test: SIGTERM), long enough for a restarted attempt on every node to stop by itself.
+JOBSET_GRACE_S = 30.0
 NO_RENAME_HOOK = Path(__file__).resolve().parent / "no_rename"
 NO_RENAME_ENV = "TRAINER_TEST_REFUSE_RENAMES_UNDER"
 
@@ -167,13 +170,18 @@ class Harness:
         return Run(proc, log, local, metrics)
 
     def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0,
-                  pod_entry: bool = False, max_restarts: int = 0, **overrides: Any) -> Run:
+                  pod_entry: bool = False, max_restarts: int = 0, jobset_fails: bool = False,
+                  **overrides: Any) -> Run:
         """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
         nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
         metrics file is shared (rank 0 writes it), each agent logs to node<i>.log. Every agent
         must exit with `expect_code`. `pod_entry` starts each agent through the pod's entry
         (components.jobs.torchrun) with the environment `gpu-platform job` gives it, the fabric
-        marker in a file of each node's own."""
+        marker in a file of each node's own. `jobset_fails` plays the JobSet's part once a pod's
+        entry exits with `expect_code` (podFailurePolicy FailJob, then the JobSet's failurePolicy
+        deletes the other pods, components.jobs.fabric): the other agents, which may still wait in
+        the next rendezvous round for the node that left, get SIGTERM after JOBSET_GRACE_S; the
+        first to end must exit with `expect_code` and the others end non-zero."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
@@ -197,10 +205,33 @@ class Harness:
                 proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                         cwd=folder, start_new_session=True)
             runs.append(Run(proc, log, ckpt, metrics))
+        if jobset_fails:
+            first = self.first_to_end(runs)
+            deadline = time.monotonic() + JOBSET_GRACE_S
+            while time.monotonic() < deadline and any(run.proc.poll() is None for run in runs):
+                time.sleep(0.2)
+            for run in runs:
+                if run.proc.poll() is None:
+                    os.killpg(run.proc.pid, signal.SIGTERM)
+            codes = [self.finish(run) for run in runs]
+            assert first.proc.returncode == expect_code and all(code != 0 for code in codes), "\n".join(
+                f"node {i} exited {c}; log:\n{r.output()[-3000:]}" for i, (r, c) in enumerate(zip(runs, codes, strict=True)))
+            return runs[0]
         codes = [self.finish(run) for run in runs]
         assert codes == [expect_code] * nodes, "\n".join(f"node {i} exited {c}; log:\n{r.output()[-3000:]}"
                                                 for i, (r, c) in enumerate(zip(runs, codes, strict=True)))
         return runs[0]
+
+    def first_to_end(self, runs: list[Run], timeout: float = RUN_TIMEOUT_S) -> Run:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for run in runs:
+                if run.proc.poll() is not None:
+                    return run
+            time.sleep(0.2)
+        for run in runs:
+            self.kill_tree(run)
+        pytest.fail(f"no agent finished within {timeout:.0f}s (hang); log:\n{runs[0].output()[-4000:]}")
 
     def finish(self, run: Run, timeout: float = RUN_TIMEOUT_S) -> int:
         try:

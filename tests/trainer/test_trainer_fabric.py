@@ -164,9 +164,11 @@ def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None
 def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(harness: Harness) -> None:
     # torchrun ends with 1 when a worker fails and restarts the workers first (--max-restarts):
     # the restarted attempt must stop at once, and the pod's entry must exit with 3, the status
-    # the Job's podFailurePolicy fails the JobSet on (components.jobs.fabric).
+    # the Job's podFailurePolicy fails the JobSet on (components.jobs.fabric), which then ends the
+    # other pods: an agent whose peer left may wait in the next rendezvous round until then.
     run = harness.run_nodes("fabric-final", nodes=2, nproc_per_node=1, expect_code=fabric.EXIT_FABRIC,
-                            pod_entry=True, max_restarts=1, fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+                            pod_entry=True, max_restarts=1, jobset_fails=True, fabric_check="enforce",
+                            fabric_floor_gbps=1e6, **PROBE)
     output = run.output()
     assert "not retried, an earlier attempt of this job stopped: fabric check failed before step 1" in output
     assert output.count("expected at least 1e+06 GB/s") >= 2, "the restarted attempt did not run"
