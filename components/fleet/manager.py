@@ -104,45 +104,9 @@ class FleetManager(pulumi.ComponentResource):
         return pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=depends_on))
 
     def _webhook_gate(self, kueue: k8s.helm.v3.Release) -> k8s.batch.v1.Job:
-        """The Job of components.kubernetes.webhook_gate, as a worker's layer declares it: the
-        provider waits for it to complete, so what depends on it waits for Kueue's webhook."""
-        return k8s.batch.v1.Job(
-            f"{self._name}-{webhook_gate.GATE_NAME}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=webhook_gate.GATE_NAME, namespace=KUEUE_NAMESPACE),
-            spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=0,
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    spec=k8s.core.v1.PodSpecArgs(
-                        restart_policy="Never",
-                        security_context=k8s.core.v1.PodSecurityContextArgs(
-                            run_as_non_root=True,
-                            run_as_user=webhook_gate.GATE_UID,
-                            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-                        ),
-                        containers=[
-                            k8s.core.v1.ContainerArgs(
-                                name="wait",
-                                image=webhook_gate.CURL_IMAGE,
-                                command=["sh", "-c", webhook_gate.gate_script(KUEUE_NAMESPACE)],
-                                # A Kueue upgrade changes the template: the Job is replaced and runs again.
-                                env=[k8s.core.v1.EnvVarArgs(name="KUEUE_VERSION", value=charts.KUEUE.version)],
-                                resources=k8s.core.v1.ResourceRequirementsArgs(
-                                    requests={"cpu": "10m", "memory": "16Mi"}, limits={"memory": "32Mi"}
-                                ),
-                                security_context=k8s.core.v1.SecurityContextArgs(
-                                    allow_privilege_escalation=False,
-                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                                ),
-                            )
-                        ],
-                    )
-                ),
-            ),
-            # A Job's template is immutable: a new one replaces it.
-            opts=pulumi.ResourceOptions.merge(
-                self._child([kueue]), pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
-            ),
-        )
+        """The gate a worker's layer declares (components.kubernetes.webhook_gate): the provider
+        waits for it to complete, so what depends on it waits for Kueue's webhook."""
+        return webhook_gate.gate_job(f"{self._name}-{webhook_gate.GATE_NAME}", KUEUE_NAMESPACE, self._child([kueue]))
 
     def _namespace(self, name: str, labels: Mapping[str, str] | None = None) -> k8s.core.v1.Namespace:
         return k8s.core.v1.Namespace(

@@ -249,45 +249,7 @@ class GpuLayer(pulumi.ComponentResource):
         )
 
     def _webhook_gate(self, kueue: k8s.helm.v3.Release) -> k8s.batch.v1.Job:
-        namespace = charts.KUEUE.namespace
-        return k8s.batch.v1.Job(
-            f"{self._name}-{webhook_gate.GATE_NAME}",
-            metadata=_in_namespace(webhook_gate.GATE_NAME, namespace),
-            spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=0,
-                template=k8s.core.v1.PodTemplateSpecArgs(
-                    spec=k8s.core.v1.PodSpecArgs(
-                        restart_policy="Never",
-                        security_context=k8s.core.v1.PodSecurityContextArgs(
-                            run_as_non_root=True,
-                            run_as_user=webhook_gate.GATE_UID,
-                            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-                        ),
-                        containers=[
-                            k8s.core.v1.ContainerArgs(
-                                name="wait",
-                                image=webhook_gate.CURL_IMAGE,
-                                command=["sh", "-c", webhook_gate.gate_script(namespace)],
-                                # An upgrade of Kueue changes the template: the Job is replaced
-                                # and the gate runs again against the new webhook.
-                                env=[k8s.core.v1.EnvVarArgs(name="KUEUE_VERSION", value=charts.KUEUE.version)],
-                                resources=k8s.core.v1.ResourceRequirementsArgs(
-                                    requests={"cpu": "10m", "memory": "16Mi"}, limits={"memory": "32Mi"}
-                                ),
-                                security_context=k8s.core.v1.SecurityContextArgs(
-                                    allow_privilege_escalation=False,
-                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                                ),
-                            )
-                        ],
-                    )
-                ),
-            ),
-            # A Job's template is immutable: a new one replaces it.
-            opts=pulumi.ResourceOptions.merge(
-                self._child([kueue]), pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
-            ),
-        )
+        return webhook_gate.gate_job(f"{self._name}-{webhook_gate.GATE_NAME}", charts.KUEUE.namespace, self._child([kueue]))
 
     def _admins(self) -> None:
         """cluster-admin for `platform.admins`, on clusters where RBAC names them (GKE, existing);
