@@ -23,6 +23,7 @@ from components.facts import charts, multikueue
 from components.fleet import order, plan
 from components.fleet.worker import KUBECONFIG_OUTPUT, QUEUES_OUTPUT
 from components.kubernetes import webhook_gate
+from components.kubernetes.layer import helm_release
 from components.kubernetes.queues import KUEUE_API
 from components.kubernetes.releases import jobset_values, manager_kueue_values
 from components.spec.fleet import FleetStackSpec
@@ -117,17 +118,7 @@ class FleetManager(pulumi.ComponentResource):
         self, chart: charts.Chart, values: pulumi.Input[Mapping[str, Any]], namespace: pulumi.Resource,
         depends_on: list[pulumi.Resource] | None = None,
     ) -> k8s.helm.v3.Release:
-        return k8s.helm.v3.Release(
-            f"{self._name}-{chart.name}",
-            name=chart.name,
-            chart=chart.reference,
-            version=chart.version,
-            repository_opts=None if chart.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-            namespace=chart.namespace,
-            create_namespace=False,
-            values=values,
-            opts=self._child([namespace, *(depends_on or [])]),
-        )
+        return helm_release(f"{self._name}-{chart.name}", chart, values, self._child([namespace, *(depends_on or [])]))
 
     def _object(
         self, resource_name: str, kind: str, name: str, spec: pulumi.Input[Mapping[str, Any]],

@@ -119,11 +119,22 @@ def installer(family: facts.GpuDirect, pools: list[str]) -> dict[str, Any]:
         "command": ["/bin/sh", "-c", script],
         "volumeMounts": mounts,
     })
-    labels = {"k8s-app": family.installer_name}
+    return _node_daemon_set(family.installer_name, pools, {
+        "volumes": volumes,
+        "initContainers": init,
+        "containers": [{"name": "pause", "image": facts.PAUSE_IMAGE}],
+    })
+
+
+def _node_daemon_set(name: str, pools: list[str], pod: dict[str, Any]) -> dict[str, Any]:
+    """A host agent in kube-system on the GPUDirect pools' nodes, as Google's manifests run theirs
+    (system-node-critical, every taint tolerated, the host's network and PID namespaces); `pod`
+    is the rest of its pod spec."""
+    labels = {"k8s-app": name}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": family.installer_name, "namespace": KUBE_SYSTEM, "labels": labels},
+        "metadata": {"name": name, "namespace": KUBE_SYSTEM, "labels": labels},
         "spec": {
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate"},
@@ -135,9 +146,7 @@ def installer(family: facts.GpuDirect, pools: list[str]) -> dict[str, Any]:
                     "tolerations": [{"operator": "Exists"}],
                     "hostNetwork": True,
                     "hostPID": True,
-                    "volumes": volumes,
-                    "initContainers": init,
-                    "containers": [{"name": "pause", "image": facts.PAUSE_IMAGE}],
+                    **pod,
                 },
             },
         },
@@ -148,34 +157,16 @@ def device_injector(pools: list[str]) -> dict[str, Any]:
     """The NRI device injector (nri_device_injector/nri-device-injector.yaml) on the TCPX/TCPXO
     pools: it reads each pod's `devices.gke.io/container.<name>` annotation and adds those device
     nodes to that container, which is how the daemon sees the GPUs without claiming them."""
-    labels = {"k8s-app": NRI_INJECTOR}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": NRI_INJECTOR, "namespace": KUBE_SYSTEM, "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate"},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "priorityClassName": "system-node-critical",
-                    "affinity": _pool_affinity(pools),
-                    "tolerations": [{"operator": "Exists"}],
-                    "hostNetwork": True,
-                    "hostPID": True,
-                    "containers": [{
-                        "name": NRI_INJECTOR,
-                        "image": facts.NRI_DEVICE_INJECTOR_IMAGE,
-                        "resources": {"requests": {"cpu": "150m"}},
-                        "securityContext": {"privileged": True},
-                        "volumeMounts": [{"name": "dev", "mountPath": "/dev"}, {"name": "nri", "mountPath": "/var/run/nri"}],
-                    }],
-                    "volumes": [_host("nri", "/var/run/nri"), _host("dev", "/dev")],
-                },
-            },
-        },
-    }
+    return _node_daemon_set(NRI_INJECTOR, pools, {
+        "containers": [{
+            "name": NRI_INJECTOR,
+            "image": facts.NRI_DEVICE_INJECTOR_IMAGE,
+            "resources": {"requests": {"cpu": "150m"}},
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "dev", "mountPath": "/dev"}, {"name": "nri", "mountPath": "/var/run/nri"}],
+        }],
+        "volumes": [_host("nri", "/var/run/nri"), _host("dev", "/dev")],
+    })
 
 
 def daemon_sets(pools: list[FabricPool]) -> list[dict[str, Any]]:

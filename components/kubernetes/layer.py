@@ -48,6 +48,25 @@ _PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
 DEFAULT_CONTAINER_REQUESTS = {"cpu": "500m", "memory": "1Gi"}
 
 
+def helm_release(
+    resource_name: str, chart: charts.Chart, values: pulumi.Input[Mapping[str, Any]], opts: pulumi.ResourceOptions
+) -> k8s.helm.v3.Release:
+    """A pinned chart (components.facts.charts) released under its own name into its namespace,
+    which the caller creates first (and names in `opts`): one shape for the layer and the fleet
+    manager."""
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=chart.name,
+        chart=chart.reference,
+        version=chart.version,
+        repository_opts=None if chart.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        namespace=chart.namespace,
+        create_namespace=False,
+        values=values,
+        opts=opts,
+    )
+
+
 def _in_namespace(name: str, namespace: str) -> k8s.meta.v1.ObjectMetaArgs:
     return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=namespace)
 
@@ -218,17 +237,7 @@ class GpuLayer(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource] | None = None,
     ) -> k8s.helm.v3.Release:
         namespace = self._namespace(f"{self._name}-{chart.namespace}", chart.namespace, namespace_labels or {})
-        return k8s.helm.v3.Release(
-            f"{self._name}-{chart.name}",
-            name=chart.name,
-            chart=chart.reference,
-            version=chart.version,
-            repository_opts=None if chart.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-            namespace=chart.namespace,
-            create_namespace=False,
-            values=dict(values),
-            opts=self._child([namespace, *(depends_on or [])]),
-        )
+        return helm_release(f"{self._name}-{chart.name}", chart, dict(values), self._child([namespace, *(depends_on or [])]))
 
     def _custom_resource(
         self,
