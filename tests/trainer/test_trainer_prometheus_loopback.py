@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from conftest import Harness
 
 LABELS = {"namespace": "loopback", "jobset": "tiny-run"}
+# Short intervals: the run lasts seconds, and increase() needs two samples.
+SCRAPE_INTERVAL_S = 0.5
 
 
 def _free_port() -> int:
@@ -43,7 +45,8 @@ def _start_prometheus(folder: Path, target_port: int) -> tuple[subprocess.Popen[
     assert server, "prometheus not found: apt-get install prometheus (make test does: setup-prometheus)"
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "jobs", "rules": goodput_records()}]}))
     config = {
-        "global": {"scrape_interval": "500ms", "scrape_timeout": "500ms", "evaluation_interval": "500ms"},
+        "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S * 1000:.0f}ms", "scrape_timeout": f"{SCRAPE_INTERVAL_S * 1000:.0f}ms",
+                   "evaluation_interval": f"{SCRAPE_INTERVAL_S * 1000:.0f}ms"},
         "rule_files": ["rules.yaml"],
         "scrape_configs": [
             {"job_name": "trainer", "static_configs": [{"targets": [f"127.0.0.1:{target_port}"], "labels": LABELS}]}
@@ -89,6 +92,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def _goodput_bound(elapsed: float) -> float:
+    """The most the goodput record may read `elapsed` seconds into a job that commits every
+    second: increase() extrapolates a counter's rise past its samples, up to half the average
+    sample interval before the first and 1.1 of it after the last (prometheus
+    promql/functions.go extrapolatedRate), and scrapes run late on a loaded machine; two scrape
+    intervals cover both. Over a job's hour that is noise; a count taken twice (every rank's
+    committed time summed) reads about 2 and is still caught."""
+    return 1 + 2 * SCRAPE_INTERVAL_S / max(elapsed, SCRAPE_INTERVAL_S)
+
+
 def _query_range(base: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
     params = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": "1s"})
     answer = _get(f"{base}/api/v1/query_range?{params}")
@@ -118,9 +131,14 @@ def test_the_job_dashboard_queries_return_data_from_a_real_run(
             if not _query_range(base, concrete, start, end):
                 empty.append(concrete)
         assert empty == [], f"no data for {empty}; trainer log:\n{run.output()[-2000:]}"
+        job_start = max(float(v) for series in _query_range(
+            base, "trainer_job_start_timestamp_seconds", start, end) for _, v in series["values"])
         goodput = _query_range(base, "job:trainer_goodput:ratio1h", start, end)
-        values = [float(v) for series in goodput for _, v in series["values"]]
-        assert values and 0 < max(values) <= 1
+        points = [(float(t), float(v)) for series in goodput for t, v in series["values"]]
+        # 0 until the first step commits, then the committed share of the elapsed time.
+        assert points and points[-1][1] > 0 and all(v >= 0 for _, v in points)
+        over = [(t, v) for t, v in points if v > _goodput_bound(t - job_start)]
+        assert over == [], f"goodput above committed-over-elapsed time (a count taken twice?): {over}"
     finally:
         if run is not None and run.proc.poll() is None:
             harness.kill_tree(run)
