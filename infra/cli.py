@@ -27,7 +27,7 @@ from components.spec.fleet import worker_stack
 from infra.tools import check, fleet_check, parallel, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
-from infra.tools.simulate import fleet as simulate_fleet
+from infra.tools.simulate import fleet_report as simulate_fleet
 from infra.tools.simulate import impact
 from infra.tools.simulate.trace import TraceError, check_rows, read_rows
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import REPO
 
 from infra import cli
-from infra.tools.simulate import fleet
+from infra.tools.simulate import fleet_read, fleet_report
 
 EXAMPLE = REPO / "examples" / "traces" / "fleet-burst.csv"
 WORKERS = ("prod-aws", "prod-gcp")
@@ -49,7 +49,7 @@ def test_the_fleet_waits_less_at_p95_than_either_worker_alone(run: tuple[Path, s
 
 def test_each_worker_alone_is_the_single_stack_simulation_of_the_same_jobs(run: tuple[Path, str], tmp_path: Path) -> None:
     assert cli.main(["simulate", "prod-gcp", "--trace", str(_as_pools(tmp_path)), "--out", str(tmp_path)]) == 0
-    alone = (run[0] / fleet.ALONE_DIR / "prod-gcp" / "jobs.csv").read_text()
+    alone = (run[0] / fleet_report.ALONE_DIR / "prod-gcp" / "jobs.csv").read_text()
     assert alone == (tmp_path / "prod-gcp" / "jobs.csv").read_text()
 
 
@@ -67,7 +67,7 @@ def _as_pools(tmp_path: Path) -> Path:
 def test_a_job_reaches_the_second_worker_only_after_a_dispatch_round(run: tuple[Path, str]) -> None:
     second = [j for j in jobs(run[0]) if j["pool"].startswith("prod-gcp.")]
     assert second
-    assert all(float(j["wait_s"]) >= fleet.ROUND_S for j in second)
+    assert all(float(j["wait_s"]) >= fleet_read.ROUND_S for j in second)
 
 
 def test_a_job_the_first_worker_admits_at_once_runs_there(run: tuple[Path, str]) -> None:
@@ -81,7 +81,7 @@ def test_the_command_prints_the_comparison_and_writes_each_worker_alone(run: tup
     assert "the fleet against each worker alone" in out
     assert {"jobs.csv", "summary.json", "report.md", "comparison.json"} <= {p.name for p in folder.iterdir()}
     for worker in WORKERS:
-        assert (folder / fleet.ALONE_DIR / worker / "summary.json").is_file()
+        assert (folder / fleet_report.ALONE_DIR / worker / "summary.json").is_file()
 
 
 def test_a_trace_naming_an_unknown_gpu_model_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
