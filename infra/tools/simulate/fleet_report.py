@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from components.facts import catalog
 from components.fleet.plan import cluster_name
+from components.spec import PlatformSpec
 from components.spec.fleet import worker_stack
 from infra import output_folder
 from infra.tools.simulate import build, engine, model, report, trace
@@ -111,6 +112,10 @@ class Prepared:
     jobs: list[FleetJob]
 
 
+# Per worker (its fully qualified stack name): its spec, synthesized resources and outputs.
+WorkerParts = Mapping[str, tuple[PlatformSpec, Sequence[Mapping[str, Any]], Mapping[str, Any]]]
+
+
 def prepare(stack: str, synthesis: Any, options: Options) -> Prepared:
     """The workers' models (with the command line's figures, pools named `<worker>.<pool>`), the
     manager's quota and dispatch, and the trace checked against the fleet. `synthesis` is an
@@ -118,37 +123,57 @@ def prepare(stack: str, synthesis: Any, options: Options) -> Prepared:
     problems: list[str] = []
     if options.horizon_s is not None and not (math.isfinite(options.horizon_s) and 0 < options.horizon_s <= trace.MAX_TRACE_S):
         problems.append(f"--horizon-s: expected a number of seconds > 0, at most {trace.MAX_TRACE_S}, got {options.horizon_s:g}")
-    workers_synth = synthesis.workers
-    plain = {w: build.stack_model(worker_stack(w), r.resources, r.outputs) for w, (_, r) in workers_synth.items()}
+    parts = {w: (spec, r.resources, r.outputs) for w, (spec, r) in synthesis.workers.items()}
+    plain = {w: build.stack_model(worker_stack(w), resources, outputs) for w, (_, resources, outputs) in parts.items()}
     names = [pool_name(w, p.name) for w, m in plain.items() for p in m.pools]
     spot = pool_figures(options.spot_rates, "--spot-rate", names, problems)
     scale = pool_figures(options.scale_up_s, "--scale-up-s", names, problems)
-    workers: dict[str, StackModel] = {}
-    for w, (_, r) in workers_synth.items():
+    overrides: dict[str, model.Overrides] = {}
+    for w in parts:
         mine = {p.name: pool_name(w, p.name) for p in plain[w].pools}
-        overrides = model.Overrides(
+        overrides[w] = model.Overrides(
             spot_rates={p: spot[n] for p, n in mine.items() if n in spot},
             scale_up_s={p: scale[n] for p, n in mine.items() if n in scale},
         )
-        workers[w] = build.stack_model(worker_stack(w), r.resources, r.outputs, overrides)
-    quota = read_manager_quota(synthesis.synthesis.resources)
-    dispatch = read_dispatch(synthesis.synthesis.resources, list(workers_synth))
-    offered = gpu_model_names(workers)
-    first = workers[dispatch.order[0]]
-    stack_names = trace.StackNames(teams=quota.teams, tiers=first.tiers, pools=offered)
     jobs: list[TraceJob] = []
+    prepared = fleet_inputs(synthesis.synthesis.resources, parts, overrides)
     try:
-        jobs = trace.read(options.trace, stack_names)
+        jobs = trace.read(options.trace, trace_names(prepared))
     except trace.TraceError as exc:
         problems += exc.problems
     if problems:
         raise UsageError(problems)
-    specs = {w: spec for w, (spec, _) in workers_synth.items()}
-    return Prepared(workers, quota, dispatch, fleet_jobs(jobs, offered, specs))
+    return with_jobs(prepared, jobs, parts)
 
 
-def simulate(stack: str, prepared: Prepared, seed: int, horizon_s: float | None) -> tuple[Result, dict[str, Result]]:
-    """The fleet's run, and each worker's alone (the jobs it has a pool for)."""
+def fleet_inputs(manager: Sequence[Mapping[str, Any]], parts: WorkerParts, overrides: Mapping[str, model.Overrides] | None = None) -> Prepared:
+    """The workers' models, the manager's quota and dispatch, no jobs yet. Raises ModelError."""
+    workers = {
+        w: build.stack_model(worker_stack(w), resources, outputs, (overrides or {}).get(w))
+        for w, (_, resources, outputs) in parts.items()
+    }
+    return Prepared(workers, read_manager_quota(manager), read_dispatch(manager, list(parts)), [])
+
+
+def trace_names(prepared: Prepared) -> trace.StackNames:
+    """What a trace may name on the fleet: the manager's teams, the tiers, GPU models and pools."""
+    first = prepared.workers[prepared.dispatch.order[0]]
+    return trace.StackNames(teams=prepared.quota.teams, tiers=first.tiers, pools=gpu_model_names(prepared.workers))
+
+
+def with_jobs(prepared: Prepared, jobs: Sequence[TraceJob], parts: WorkerParts) -> Prepared:
+    specs = {w: spec for w, (spec, _, _) in parts.items()}
+    return dataclasses.replace(prepared, jobs=fleet_jobs(jobs, gpu_model_names(prepared.workers), specs))
+
+
+def summary(stack: str, prepared: Prepared, seed: int) -> dict[str, Any]:
+    """summary.json of the fleet's run (review --trace shows it like a cluster stack's)."""
+    fleet, _ = simulate(stack, prepared, seed, None, each_alone=False)
+    return report.summary(fleet, fleet_model(stack, prepared.workers, prepared.dispatch, prepared.quota))
+
+
+def simulate(stack: str, prepared: Prepared, seed: int, horizon_s: float | None, each_alone: bool = True) -> tuple[Result, dict[str, Result]]:
+    """The fleet's run, and (`each_alone`) each worker's alone (the jobs it has a pool for)."""
     sim = FleetSimulation(prepared.workers, prepared.quota, prepared.dispatch, prepared.jobs, seed, horizon_s)
     end, results = sim.run()
     fleet = fleet_result(stack, seed, end, sim.entries, prepared.workers, prepared.dispatch.order, results)
@@ -157,6 +182,7 @@ def simulate(stack: str, prepared: Prepared, seed: int, horizon_s: float | None)
             prepared.workers[w], [dataclasses.replace(j.spec, pool=j.pools[w]) for j in prepared.jobs if w in j.pools], seed, horizon_s
         )
         for w in prepared.dispatch.order
+        if each_alone
     }
     return fleet, alone
 
