@@ -90,3 +90,18 @@ def test_a_trace_naming_an_unknown_gpu_model_is_one_line_and_exit_2(tmp_path: Pa
     assert cli.main(["simulate", "fleet", "--trace", str(trace), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"{trace}:2: column pool: unknown pool 'B200'")
+
+
+def test_the_manager_reclaims_its_quota_from_a_borrowing_team(tmp_path: Path) -> None:
+    """applied's 10-hour best-effort jobs hold every H100 GPU of the manager's quota (some run,
+    the others queue on the workers), borrowing research's; research's jobs that follow fit its
+    nominal quota on the manager, which preempts applied's latest reservations
+    (reclaimWithinCohort Any) instead of holding research back until applied's jobs end."""
+    rows = ["id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s,checkpoint_every_s"]
+    rows += [f"fill-{i:02d},0,applied,best-effort,H100-80GB,1,8,36000,1800" for i in range(16)]
+    rows += [f"claim-{i},3600,research,production,H100-80GB,1,8,3600,1800" for i in range(4)]
+    trace = tmp_path / "reclaim.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    assert cli.main(["simulate", "fleet", "--trace", str(trace), "--out", str(tmp_path)]) == 0
+    done = {j["id"]: j for j in jobs(tmp_path / "fleet")}
+    assert all(float(done[f"claim-{i}"]["wait_s"]) < 3600 for i in range(4))

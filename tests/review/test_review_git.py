@@ -147,7 +147,7 @@ def test_identical_trees_give_a_no_changes_report(
     printed = capsys.readouterr().out
     assert printed == out_file.read_text()
     assert "**No changes**: all 7 stack(s) synthesize identically." in printed
-    assert printed.count(": no changes") == 6
+    assert printed.count(": no changes") == 7
 
 
 def test_added_and_removed_stack_files_are_reported_as_such(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   or `fleet.quotas`). The Incremental dispatcher nominates nothing before that
   (pkg/controller/workloaddispatcher/incrementaldispatcher.go, Reconcile: `!HasQuotaReservation`
   skips the workload). Modelled here as BestEffortFIFO in priority, then submission order,
-  borrowing what the cohort has free; the manager preempts nothing (see below).
+  borrowing what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._targets).
 - Then the dispatcher nominates, per round, the next `stepSize` clusters of the MultiKueueConfig
   not yet nominated, in the config's order (getNextNominatedWorkers; the gate
   MultiKueueIncrementalDispatcherRespectConfigOrder keeps the order, stepSize from
@@ -27,7 +27,7 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   is released, the copy deleted, and the job queues on the manager again, to be dispatched from
   the first worker (docs/fleet.md, "Quota is not capacity").
 
-Not modelled: the manager's own preemption (its queues admit by quota only); unreachable workers
+Not modelled: unreachable workers
 (workerLostTimeout); API latency between clusters (a copy queues on its worker the instant it is
 nominated).
 """
@@ -45,10 +45,12 @@ from infra.tools.simulate import engine
 from infra.tools.simulate.fleet_read import ROUND_S, Dispatch, FleetJob, ManagerQuota, pool_name
 from infra.tools.simulate.model import StackModel
 from infra.tools.simulate.state import (
+    ADMITTED,
     BACKOFF,
     PENDING,
     REJECTED,
     RUN_CAP,
+    RUNNING,
     STALL_CYCLES,
     STATUS_REJECTED,
     STATUS_UNFINISHED,
@@ -128,6 +130,14 @@ class _Worker(engine.Simulation):
         job.state, job.reason = REJECTED, f"{REMOVED} admitted on another worker"
         self.dirty.add(job.pool)
 
+    def stop(self, job_id: str, now: float) -> None:
+        """The manager preempted the job this worker admitted: its copy is evicted here (then
+        withdrawn by the fleet)."""
+        job = self.by_id[job_id]
+        if job.state in (ADMITTED, RUNNING):
+            job.evicting = None
+            self._evict(self.pools[job.pool], job, now)
+
     def _admit(self, pool: Any, job: Job, now: float) -> None:
         super()._admit(pool, job, now)
         self.fleet.admitted(self, job.spec.id, now)
@@ -153,6 +163,8 @@ class _Entry:
     queue: str
     slots: int
     reserved: bool = False
+    # When the manager last reserved its quota ("most recently admitted" preempted first).
+    reserved_at: float = 0.0
     nominated: int = 0
     # Dispatches so far: a round event of an earlier one is stale.
     dispatches: int = 0
@@ -186,6 +198,8 @@ class FleetSimulation:
             for w in dispatch.order
         ]
         self.usage: dict[tuple[str, str], int] = {}
+        # Per GPU model: the entries holding manager quota, by index.
+        self.reserved: dict[str, dict[int, _Entry]] = {}
         self.pending: list[_Entry] = []
         self.rounds: list[tuple[float, int, int]] = []
         # Winners' copies evicted on their worker, for the manager to take back after the
@@ -207,18 +221,93 @@ class FleetSimulation:
     def _admission(self, now: float) -> None:
         self.manager_dirty = False
         self.pending.sort(key=lambda e: (-e.priority, e.job.spec.submit_s, e.index))
-        waiting = []
+        waiting: list[_Entry] = []
+        preempted: list[_Entry] = []
         for entry in self.pending:
-            if entry.slots <= self._available(entry):
-                key = (entry.job.gpu_model, entry.queue)
-                self.usage[key] = self.usage.get(key, 0) + entry.slots
-                entry.reserved = True
-                entry.dispatches += 1
-                entry.nominated = 0
-                self._round(entry, now)
+            if entry.slots > self._available(entry):
+                targets = self._targets(entry)
+                if not targets:
+                    waiting.append(entry)
+                    continue
+                for target in targets:
+                    self._preempt(target, now)
+                preempted += targets
+            key = (entry.job.gpu_model, entry.queue)
+            self.usage[key] = self.usage.get(key, 0) + entry.slots
+            self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
+            entry.reserved, entry.reserved_at = True, now
+            entry.dispatches += 1
+            entry.nominated = 0
+            self._round(entry, now)
+        self.pending = waiting + preempted
+        self.manager_dirty = bool(preempted)
+
+    def _release(self, entry: _Entry) -> None:
+        self.usage[(entry.job.gpu_model, entry.queue)] -= entry.slots
+        del self.reserved[entry.job.gpu_model][entry.index]
+        entry.reserved = False
+
+    def _targets(self, entry: _Entry) -> list[_Entry]:
+        """Kueue's classic preemption on the manager, for a head that does not fit (the policies of
+        its ClusterQueues: components.kubernetes.queues.PREEMPTION): lower-priority workloads of
+        its own queue (withinClusterQueue LowerPriority) and workloads of queues of its cohort that
+        borrow (reclaimWithinCohort), other queues first, lowest priority first, most recently
+        admitted first, then minimised by adding back, in reverse, those it can do without. With
+        borrowWithinCohort Never it preempts only to fit within its nominal quota. Empty: none."""
+        m, q = entry.job.gpu_model, entry.queue
+        quota = self.quota
+        nominal = quota.nominal[m]
+        usage = {queue: self.usage.get((m, queue), 0) for queue in quota.cohorts}
+        if entry.slots > nominal.get(q, 0):
+            return []
+        cohort = quota.cohorts[q]
+
+        def allowed(other: _Entry) -> bool:
+            if other.queue == q:
+                return quota.within[q] == "LowerPriority" and other.priority < entry.priority
+            if cohort is None or quota.cohorts[other.queue] != cohort or quota.reclaim[q] == "Never":
+                return False
+            return quota.reclaim[q] == "Any" or other.priority < entry.priority
+
+        candidates = sorted(
+            (e for e in self.reserved.get(m, {}).values() if allowed(e)),
+            key=lambda e: (e.queue == q, e.priority, -e.reserved_at, -e.index),
+        )
+        free = self._available(entry)
+
+        def fits(free: int, usage: Mapping[str, int]) -> bool:
+            return entry.slots <= free and usage[q] + entry.slots <= nominal.get(q, 0)
+
+        chosen: list[_Entry] = []
+        for candidate in candidates:
+            if candidate.queue != q and usage[candidate.queue] <= nominal.get(candidate.queue, 0):
+                continue
+            chosen.append(candidate)
+            usage[candidate.queue] -= candidate.slots
+            free += candidate.slots
+            if fits(free, usage):
+                break
+        else:
+            return []
+        for candidate in reversed(chosen[:-1]):
+            usage[candidate.queue] += candidate.slots
+            if fits(free - candidate.slots, usage):
+                free -= candidate.slots
+                chosen.remove(candidate)
             else:
-                waiting.append(entry)
-        self.pending = waiting
+                usage[candidate.queue] -= candidate.slots
+        return chosen
+
+    def _preempt(self, entry: _Entry, now: float) -> None:
+        """The manager evicts its workload: its quota is released and MultiKueue deletes the
+        copies (workload.go step 2: no quota reservation, remote objects removed); the winner's
+        stops where it runs, as a preemption there would stop it."""
+        self._release(entry)
+        winner, entry.winner = entry.winner, None
+        for worker in self.workers:
+            if worker.name == winner:
+                worker.stop(entry.job.spec.id, now)
+            worker.withdraw(entry.job.spec.id)
 
     def _round(self, entry: _Entry, now: float) -> None:
         order = self.dispatch.order
@@ -254,9 +343,7 @@ class FleetSimulation:
             if entry.winner is not None or entry.done:
                 continue
             worker.withdraw(entry.job.spec.id)
-            key = (entry.job.gpu_model, entry.queue)
-            self.usage[key] -= entry.slots
-            entry.reserved = False
+            self._release(entry)
             self.pending.append(entry)
             self.manager_dirty = True
         self.evictions = []
@@ -264,8 +351,7 @@ class FleetSimulation:
     def finished(self, job_id: str, now: float) -> None:
         entry = self.by_id[job_id]
         entry.done = True
-        key = (entry.job.gpu_model, entry.queue)
-        self.usage[key] -= entry.slots
+        self._release(entry)
         self.unsettled -= 1
         self.last_progress = now
         self.manager_dirty = True
@@ -394,7 +480,6 @@ def fleet_model(stack: str, workers: Mapping[str, StackModel], dispatch: Dispatc
                 "step_size": dispatch.step,
                 "round_s": ROUND_S,
                 "not_modelled": [
-                    "preemption on the manager",
                     "unreachable workers",
                     "latency between clusters",
                 ],

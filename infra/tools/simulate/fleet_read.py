@@ -26,6 +26,9 @@ ALL_AT_ONCE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 # incrementalDispatcherRoundTimeout and DefaultStepSize.
 ROUND_S = multikueue.INCREMENTAL_ROUND_MINUTES * 60.0
 DEFAULT_STEP_SIZE = 3
+# The manager's preemption policies the model implements (infra.tools.simulate.fleet).
+MANAGER_WITHIN = ("Never", "LowerPriority")
+MANAGER_RECLAIM = ("Never", "LowerPriority", "Any")
 # The fleet's pool names: `<worker stack>.<pool>` (a file name too: pool-prod-aws.h100-train.png).
 POOL_SEPARATOR = "."
 
@@ -58,6 +61,9 @@ class ManagerQuota:
     nominal: Mapping[str, Mapping[str, int]]
     # GPU model -> cohort -> the cohort's own GPUs
     cohort_quota: Mapping[str, Mapping[str, int]]
+    # ClusterQueue -> its preemption.withinClusterQueue and preemption.reclaimWithinCohort
+    within: Mapping[str, str]
+    reclaim: Mapping[str, str]
 
     def potential(self, model_name: str, queue: str) -> int:
         cohort = self.cohorts[queue]
@@ -103,10 +109,21 @@ def read_manager_quota(resources: Sequence[Mapping[str, Any]]) -> ManagerQuota:
     models = sorted(set(flavor_model.values()))
     nominal: dict[str, dict[str, int]] = {m: {} for m in models}
     cohorts: dict[str, str | None] = {}
+    within: dict[str, str] = {}
+    reclaim: dict[str, str] = {}
     for cq in objects.kueue("ClusterQueue"):
         name = name_of(cq)
         cohort = get(cq, "spec", "cohortName")
         cohorts[name] = str(cohort) if cohort else None
+        within[name] = str(get(cq, "spec", "preemption", "withinClusterQueue") or "Never")
+        reclaim[name] = str(get(cq, "spec", "preemption", "reclaimWithinCohort") or "Never")
+        borrow = get(cq, "spec", "preemption", "borrowWithinCohort", "policy") or "Never"
+        if within[name] not in MANAGER_WITHIN or reclaim[name] not in MANAGER_RECLAIM or borrow != "Never":
+            raise ModelError(
+                f"manager ClusterQueue {name}: preemption {within[name]}/{reclaim[name]}/borrowWithinCohort {borrow}:"
+                f" the manager's model takes withinClusterQueue {'/'.join(MANAGER_WITHIN)}, reclaimWithinCohort"
+                f" {'/'.join(MANAGER_RECLAIM)} and borrowWithinCohort Never"
+            )
         for flavor, quota in _gpu_quotas(get(cq, "spec"), f"manager ClusterQueue {name}").items():
             nominal[flavor_model[flavor]][name] = quota
     cohort_quota: dict[str, dict[str, int]] = {m: {} for m in models}
@@ -118,7 +135,7 @@ def read_manager_quota(resources: Sequence[Mapping[str, Any]]) -> ManagerQuota:
         for lq in objects.kueue("LocalQueue")
         if name_of(lq) == str(get(lq, "metadata", "namespace"))
     }
-    return ManagerQuota(dict(sorted(teams.items())), cohorts, nominal, cohort_quota)
+    return ManagerQuota(dict(sorted(teams.items())), cohorts, nominal, cohort_quota, within, reclaim)
 
 
 def _gpu_quotas(spec: Any, owner: str) -> dict[str, int]:
