@@ -340,7 +340,8 @@ class FleetSimulation:
 
     def _take_back(self) -> None:
         for worker, entry in self.evictions:
-            if entry.winner is not None or entry.done:
+            # Admitted again on its worker, finished, or preempted by the manager meanwhile.
+            if entry.winner is not None or entry.done or not entry.reserved:
                 continue
             worker.withdraw(entry.job.spec.id)
             self._release(entry)
