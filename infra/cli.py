@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from components.jobs import renderer
 from components.spec import SpecError, stack_file_schema
@@ -26,6 +27,7 @@ from components.spec.fleet import worker_stack
 from infra.tools import check, fleet_check, parallel, summary
 from infra.tools.review import markdown, trees
 from infra.tools.simulate import command as simulate
+from infra.tools.simulate import fleet_report as simulate_fleet
 from infra.tools.simulate import impact
 from infra.tools.simulate.trace import TraceError, check_rows, read_rows
 
@@ -213,18 +215,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    if _is_fleet(args.stack):
+        fleet_result = offline.synthesize_fleet(args.stack)
+        stack = fleet_result.stack_file.stack
+        out_dir = _out_dir(args, stack, "simulate")
+        options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
+        return _simulate(stack, lambda: simulate_fleet.run(stack, fleet_result, options))
     stack_file, _, result = offline.synthesize(args.stack)
     out_dir = _out_dir(args, stack_file.stack, "simulate")
     options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
+    return _simulate(stack_file.stack, lambda: simulate.run(stack_file.stack, result, options))
+
+
+def _simulate(stack: str, run: Callable[[], str]) -> int:
     try:
-        sys.stdout.write(simulate.run(stack_file.stack, result, options))
+        sys.stdout.write(run())
     except simulate.UsageError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_INVALID
     except (simulate.ModelError, simulate.BoundExceeded) as exc:
         # A stack the model refuses or cannot read, or a run past its bound: exit 1, one line.
-        print(f"error: simulate {stack_file.stack}: {exc}", file=sys.stderr)
+        print(f"error: simulate {stack}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 

@@ -119,7 +119,10 @@ ENVIRONMENTS = ("dev", "staging", "prod")
 
 def stack_matrix(root: Path | None = None) -> dict[str, list[dict[str, str]]]:
     """The stacks for the GitOps workflows' job matrices (stack, cloud, environment, region):
-    every stack under `all`, and the stacks of each environment under its name, in promotion order."""
+    every stack under `all` (previews, drift), the cluster stacks of each environment under its
+    name, in promotion order, and the fleet managers under `fleet`: a manager's StackReferences
+    read its workers' outputs, so it is updated after every cluster stack, whatever its
+    environment (docs/gitops.md)."""
     root = root or stackfile.project_root()
     rows: list[dict[str, str]] = []
     for name in stackfile.all_stacks(root):
@@ -127,9 +130,15 @@ def stack_matrix(root: Path | None = None) -> dict[str, list[dict[str, str]]]:
         spec = stack_file.spec()
         region = stack_file.config.get(f"{spec.cloud}:region", "") if spec.cloud != "existing" else ""
         rows.append({"stack": name, "cloud": spec.cloud, "environment": spec.environment, "region": str(region)})
-    matrix: dict[str, list[dict[str, str]]] = {"all": rows}
+    # A manager reaches its cluster through a kubeconfig context, as an existing cluster does.
+    fleet = [
+        {"stack": name, "cloud": "fleet", "environment": stackfile.read(name, root).fleet_spec().environment, "region": ""}
+        for name in stackfile.fleet_stacks(root)
+    ]
+    matrix: dict[str, list[dict[str, str]]] = {"all": rows + fleet}
     for environment in ENVIRONMENTS:
         matrix[environment] = [row for row in rows if row["environment"] == environment]
+    matrix["fleet"] = fleet
     return matrix
 
 

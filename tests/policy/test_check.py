@@ -169,12 +169,17 @@ def test_custom_resources_are_counted_not_validated(monkeypatch: pytest.MonkeyPa
 def test_the_matrix_lists_every_stack_by_environment() -> None:
     matrix = check.stack_matrix(REPO)
     assert {group: [row["stack"] for row in rows] for group, rows in matrix.items()} == {
-        "all": ["dev-aws-karpenter", "dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp"],
+        "all": ["dev-aws-karpenter", "dev-aws", "dev-gcp", "onprem", "prod-aws", "prod-gcp", "fleet"],
         "dev": ["dev-aws-karpenter", "dev-aws", "dev-gcp"],
         "staging": ["onprem"],
         "prod": ["prod-aws", "prod-gcp"],
+        "fleet": ["fleet"],
     }
     assert matrix["all"][0] == {"stack": "dev-aws-karpenter", "cloud": "aws", "environment": "dev", "region": "us-west-2"}
+
+
+def test_a_fleet_manager_is_deployed_after_every_cluster_stack_through_its_context() -> None:
+    assert check.stack_matrix(REPO)["fleet"] == [{"stack": "fleet", "cloud": "fleet", "environment": "prod", "region": ""}]
 
 
 def test_the_matrix_becomes_github_outputs_with_counts() -> None:

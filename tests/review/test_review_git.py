@@ -85,6 +85,7 @@ def test_only_the_edited_stack_changes(changed_reviews: dict[str, diff.StackRevi
         "onprem": "unchanged",
         "prod-aws": "unchanged",
         "prod-gcp": "unchanged",
+        "fleet": "unchanged",
     }
 
 
@@ -145,8 +146,8 @@ def test_identical_trees_give_a_no_changes_report(
     assert cli.main(["review", "--base", "HEAD", "--out", str(out_file)]) == 0
     printed = capsys.readouterr().out
     assert printed == out_file.read_text()
-    assert "**No changes**: all 6 stack(s) synthesize identically." in printed
-    assert printed.count(": no changes") == 6
+    assert "**No changes**: all 7 stack(s) synthesize identically." in printed
+    assert printed.count(": no changes") == 7
 
 
 def test_added_and_removed_stack_files_are_reported_as_such(tmp_path: Path) -> None:

@@ -132,3 +132,23 @@ def test_drift_is_checked_daily_and_reported_as_an_issue() -> None:
     assert issue["if"] == "failure() && steps.preview.outcome == 'failure'"
     assert "gh issue comment" in issue["run"] and "gh issue create" in issue["run"]
     assert drift["permissions"]["issues"] == "write"
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "deploy.yml", "drift.yml"])
+def test_the_stack_matrix_step_runs_and_lists_the_fleet(name: str) -> None:
+    jobs = load(WORKFLOWS / name)["jobs"]
+    [step] = [s for s in steps_of(jobs["stacks"]) if s.get("id") == "matrix"]
+    code = re.search(r"-c '(.*)'", step["run"], re.S)
+    assert code is not None
+    done = subprocess.run([sys.executable, "-c", code.group(1)], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "fleet-count=1" in done.stdout.splitlines()
+
+
+def test_fleet_managers_are_updated_after_every_environment_through_their_context() -> None:
+    jobs = load(WORKFLOWS / "deploy.yml")["jobs"]
+    assert jobs["fleet"]["needs"] == ["stacks", "dev", "staging", "prod"]
+    assert jobs["fleet"]["strategy"]["matrix"] == "${{ fromJSON(needs.stacks.outputs.fleet) }}"
+    assert "!failure()" in jobs["fleet"]["if"]
+    [kubeconfig] = [s for s in load(ACTION)["runs"]["steps"] if "Kubeconfig" in s.get("name", "")]
+    assert "inputs.cloud == 'fleet'" in kubeconfig["if"]

@@ -4,13 +4,15 @@ the changes that make a provider replace a resource, and GPU capacity and $/hour
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from components.checks import declared
 from components.checks.rules import base
 from components.spec import CONFIG_KEY, CONFIG_NAMESPACE, SpecError, parse_spec
-from infra import stackfile, synth
-from infra.tools import check
+from components.spec.fleet import parse_fleet_spec, worker_stack
+from infra import offline, stackfile, synth
+from infra.tools import check, fleet_check
 
 # Input properties whose change makes the provider replace the resource rather than update it,
 # by type token (engine camelCase paths; a path covers everything below it). Sources: the
@@ -335,9 +337,31 @@ def review_stack(stack: str, base: dict[str, Any] | None, head: dict[str, Any] |
 def policy_findings(stack: str, head: dict[str, Any]) -> list[base.Finding]:
     """The policy rules and schema checks of `gpu-platform check`, on the working tree's stack."""
     raw = head["config"].get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}")
+    if "workers" in head:
+        return fleet_findings(stack, head)
     try:
         spec = parse_spec(raw, f"{stackfile.STACKS_DIR}/Pulumi.{stack}.yaml")
     except SpecError:
         return []
     synthesis = synth.Synthesis(head["project"], stack, head["resources"], head["outputs"])
     return check.check_synthesis(spec, synthesis).findings
+
+
+def fleet_findings(stack: str, head: dict[str, Any]) -> list[base.Finding]:
+    """`gpu-platform check` on a fleet manager (infra.tools.fleet_check): its schema checks, the
+    reach check and the fit proof over the workers the snapshot carries."""
+    source = f"{stackfile.STACKS_DIR}/Pulumi.{stack}.yaml"
+    try:
+        spec = parse_fleet_spec(head["config"].get(f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"), source)
+        workers = {
+            w: (
+                stackfile.StackFile(Path(f"{stackfile.STACKS_DIR}/Pulumi.{worker_stack(w)}.yaml"), worker_stack(w), side["config"]).spec(),
+                synth.Synthesis(head["project"], worker_stack(w), side["resources"], side["outputs"]),
+            )
+            for w, side in head["workers"].items()
+        }
+    except SpecError:
+        return []
+    manager = synth.Synthesis(head["project"], stack, head["resources"], head["outputs"])
+    fleet = offline.FleetSynthesis(stackfile.StackFile(Path(source), stack, head["config"]), spec, manager, workers)
+    return [f for report in fleet_check.check_fleet(fleet) for f in report.findings]

@@ -217,6 +217,8 @@ def render_stack(review: StackReview) -> list[str]:
         lines += ["**Policy** (working tree)", ""]
         if review.findings:
             lines += [f"- `{f.rule}` on `{f.violation.resource or 'the stack'}`: {f.message}" for f in review.findings]
+        elif "workers" in review.head:
+            lines.append("The fleet's checks pass: its Kubernetes schema checks, the workers' reach and the fit proof (`gpu-platform check`).")
         else:
             lines.append(f"All {len(RULES)} policy rules and the Kubernetes schema checks pass.")
         lines.append("")

@@ -42,10 +42,22 @@ root = Path(sys.argv[1]).resolve()
 sys.path.insert(0, str(root))
 from components.pools import derive_pools
 from components.spec import SpecError
+import yaml
 try:
     from infra.offline import synthesize
 except ImportError:
     from infra.cli import synthesize
+try:
+    from infra.offline import synthesize_fleet
+except ImportError:
+    synthesize_fleet = None
+
+
+def is_fleet(path):
+    try:
+        return yaml.safe_load(path.read_text())["config"]["gpu-platform:platform"]["cloud"] == "fleet"
+    except Exception:
+        return False
 
 out = {}
 for rel in json.loads(sys.argv[2]):
@@ -54,7 +66,19 @@ for rel in json.loads(sys.argv[2]):
         continue
     stack = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     try:
-        stack_file, spec, synthesis = synthesize(str(path), root)
+        if synthesize_fleet is not None and is_fleet(path):
+            # A fleet manager: its workers synthesized in-process, then the manager over them.
+            fleet = synthesize_fleet(str(path), root)
+            stack_file, spec, synthesis = fleet.stack_file, None, fleet.synthesis
+            from infra.stackfile import read as read_stack_file
+            from components.spec.fleet import worker_stack
+            workers = {
+                w: {"config": read_stack_file(worker_stack(w), root).config, "resources": r.resources, "outputs": r.outputs}
+                for w, (_, r) in fleet.workers.items()
+            }
+        else:
+            stack_file, spec, synthesis = synthesize(str(path), root)
+            workers = None
     except SpecError as exc:
         out[stack] = {"error": exc.render()}
         continue
@@ -81,9 +105,12 @@ for rel in json.loads(sys.argv[2]):
                 "sharing": p.sharing_mode if p.sharing_mode == "none" else f"{p.sharing_mode} x{p.slots_per_gpu}",
                 "usdPerNodeHour": p.usd_per_node_hour,
             }
-            for p in derive_pools(spec)
+            for p in (derive_pools(spec) if spec is not None else [])
         ],
     }
+    if workers is not None:
+        # What `review --trace` simulates the fleet on (infra.tools.simulate.impact).
+        out[stack]["workers"] = workers
 Path(sys.argv[3]).write_text(json.dumps(out, sort_keys=True))
 """
 
@@ -201,8 +228,12 @@ def snapshots(
     keys: dict[str, dict[str, str]] = {}
     for label, tree in trees.items():
         digest = synth_cache.tree_digest(tree) if cache else ""
+        # A fleet manager's synthesis reads its workers' stack files too, which its key does not
+        # cover: it is synthesized every time, never cached.
         keys[label] = {
-            rel: synth_cache.key(digest, tree, rel, _SNAPSHOT, env) for rel in rels if cache and (tree / rel).is_file()
+            rel: synth_cache.key(digest, tree, rel, _SNAPSHOT, env)
+            for rel in rels
+            if cache and (tree / rel).is_file() and not stackfile.is_fleet_file(tree / rel)
         }
     found: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[str]] = {label: [] for label in trees}
@@ -268,8 +299,6 @@ def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
             str(p.relative_to(tree))
             for tree in trees
             for p in (tree / stackfile.STACKS_DIR).glob("Pulumi.*.yaml")
-            # Fleet manager stacks synthesize over their workers; review covers cluster stacks.
-            if not stackfile.is_fleet_file(p)
         }
         return sorted(found)
     out = []

@@ -9,11 +9,15 @@ not synthesize, is named with its first problem instead of a figure.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from components.facts import catalog
+from components.spec import SpecError
+from components.spec.fleet import worker_stack
 from infra.tools.review.diff import StackReview
-from infra.tools.simulate import build, engine, model, report, trace
+from infra import stackfile
+from infra.tools.simulate import build, engine, fleet_report, model, report, trace
 
 SEED = 0
 
@@ -25,6 +29,8 @@ def _simulated(stack: str, snapshot: Mapping[str, Any] | None, rows: list[list[s
     if "error" in snapshot:
         return "the stack file is invalid"
     try:
+        if "workers" in snapshot:
+            return _fleet(stack, snapshot, rows, source)
         stack_model = build.stack_model(stack, snapshot["resources"], snapshot["outputs"])
         names = trace.StackNames(teams=stack_model.teams, tiers=stack_model.tiers, pools=[p.name for p in stack_model.pools])
         jobs = trace.parse(rows, source, names)
@@ -34,6 +40,21 @@ def _simulated(stack: str, snapshot: Mapping[str, Any] | None, rows: list[list[s
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         return f"the trace does not fit: {exc.problems[0]}{more}"
     return report.summary(engine.simulate(stack_model, jobs, SEED), stack_model)
+
+
+def _fleet(stack: str, snapshot: Mapping[str, Any], rows: list[list[str]], source: str) -> dict[str, Any] | str:
+    """A fleet manager's side: the trace dispatched over its workers (infra.tools.simulate.fleet).
+    Raises ModelError and TraceError as a cluster stack's side does."""
+    parts = {}
+    for worker, side in snapshot["workers"].items():
+        try:
+            spec = stackfile.StackFile(Path(f"{stackfile.STACKS_DIR}/Pulumi.{worker_stack(worker)}.yaml"), worker_stack(worker), side["config"]).spec()
+        except SpecError:
+            return f"worker {worker} is invalid"
+        parts[worker] = (spec, side["resources"], side["outputs"])
+    prepared = fleet_report.fleet_inputs(snapshot["resources"], parts)
+    jobs = trace.parse(rows, source, fleet_report.trace_names(prepared))
+    return fleet_report.summary(stack, fleet_report.with_jobs(prepared, jobs, parts), SEED)
 
 
 def _wait(seconds: float | None) -> str:

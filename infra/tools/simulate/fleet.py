@@ -1,0 +1,491 @@
+"""`gpu-platform simulate` on a fleet manager stack: one trace replayed against every worker with
+MultiKueue's dispatch, and against each worker alone.
+
+How a job moves (kubernetes-sigs/kueue@v0.19.2):
+
+- The manager's Kueue reserves quota first: the team's ClusterQueue on the manager, one flavor per
+  GPU model, its nominal quota and the cohort's (what the manager stack declares: the workers' sum
+  or `fleet.quotas`). The Incremental dispatcher nominates nothing before that
+  (pkg/controller/workloaddispatcher/incrementaldispatcher.go, Reconcile: `!HasQuotaReservation`
+  skips the workload). Modelled here as BestEffortFIFO in priority, then submission order,
+  borrowing what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._targets).
+- Then the dispatcher nominates, per round, the next `stepSize` clusters of the MultiKueueConfig
+  not yet nominated, in the config's order (getNextNominatedWorkers; the gate
+  MultiKueueIncrementalDispatcherRespectConfigOrder keeps the order, stepSize from
+  `multiKueue.incrementalDispatcherConfig`, DefaultStepSize 3), and the next round once
+  `incrementalDispatcherRoundTimeout` (5 minutes) has passed without admission. Nominated clusters
+  stay nominated. The all-at-once dispatcher nominates every cluster in one round.
+- A nominated worker receives a copy of the workload (workload.go, nominateAndSynchronizeWorkers):
+  it queues there, with its creation time as its queue timestamp, and is simulated by the
+  single-cluster engine (infra.tools.simulate.engine) exactly as on that stack alone.
+- The first worker whose copy is admitted wins (workload.go step 6, bestMatchByCondition on
+  WorkloadAdmitted, earliest first; syncAdmittingRemoteState sets status.clusterName) and the copies
+  on the others are deleted (syncToSingleCluster). At one instant, workers admit in dispatch order.
+- The manager's quota is held until the job finishes on its worker. A winner's copy evicted on
+  its worker (preempted, or waitForPodsReady's timeout) makes the manager evict its own workload
+  (workload.go step 6: the remote Evicted condition sets the check to Retry): the manager's quota
+  is released, the copy deleted, and the job queues on the manager again, to be dispatched from
+  the first worker (docs/fleet.md, "Quota is not capacity").
+
+Not modelled: unreachable workers
+(workerLostTimeout); API latency between clusters (a copy queues on its worker the instant it is
+nominated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from components.fleet.plan import cluster_name
+from infra.tools.simulate import engine
+from infra.tools.simulate.fleet_read import ROUND_S, Dispatch, FleetJob, ManagerQuota, pool_name
+from infra.tools.simulate.model import StackModel
+from infra.tools.simulate.state import (
+    ADMITTED,
+    BACKOFF,
+    PENDING,
+    REJECTED,
+    RUN_CAP,
+    RUNNING,
+    STALL_CYCLES,
+    STATUS_REJECTED,
+    STATUS_UNFINISHED,
+    Job,
+    JobOutcome,
+    Reservation,
+    Result,
+    job_outcome,
+)
+from infra.tools.simulate.trace import TraceJob
+
+# The reason on a worker's copy that MultiKueue deleted (not one its Kueue could never admit).
+REMOVED = "removed:"
+
+
+# --- the co-simulation --------------------------------------------------------------------------
+
+
+class _Worker(engine.Simulation):
+    """A worker's engine, driven by the fleet's clock: copies arrive when nominated, and the fleet
+    hears of every admission and finish."""
+
+    def __init__(self, name: str, stack_model: StackModel, copies: Sequence[TraceJob], seed: int, horizon: float | None, fleet: FleetSimulation) -> None:
+        super().__init__(stack_model, copies, seed, horizon)
+        self.name = name
+        self.fleet = fleet
+        self.by_id = {job.spec.id: job for job in self.jobs}
+        self.submitted: set[str] = set()
+
+    def start(self) -> None:
+        for pool in self.pools:
+            for _ in range(pool.model.min_nodes):
+                self._ready(pool, self._add_node(pool, 0.0), 0.0)
+
+    def next_time(self) -> float:
+        return self.heap[0][0] if self.heap else math.inf
+
+    def handle_due(self, now: float) -> None:
+        while self.heap and self.heap[0][0] == now:
+            _, kind, _, obj, token = heapq.heappop(self.heap)
+            self._handle(kind, obj, token, now)
+
+    def dispatch(self, job_id: str, now: float, again: bool) -> None:
+        """MultiKueue creates the copy: it queues from now. A dispatch after an eviction is no
+        progress of the run (the engine's stall detection)."""
+        job = self.by_id[job_id]
+        job.order_ts = now
+        self.submitted.add(job_id)
+        before = self.last_progress
+        self._submit(job, now)
+        if again:
+            self.last_progress = before
+
+    def withdraw(self, job_id: str) -> None:
+        """Another worker admitted the job: MultiKueue deletes this copy (it is still queued)."""
+        job = self.by_id.get(job_id)
+        if job is None or job_id not in self.submitted:
+            return
+        pool = self.pools[job.pool]
+        if job.state == BACKOFF:
+            # Requeue backoff after a waitForPodsReady eviction: its REQUEUE event is dropped.
+            job.token += 1
+            pool.queued_slots -= job.slots
+            job.state, job.reason = REJECTED, f"{REMOVED} evicted, dispatched again by the manager"
+            self.dirty.add(job.pool)
+            return
+        if job.state != PENDING:
+            return
+        queued = pool.pending[job.queue][job.slots]
+        queued[:] = [entry for entry in queued if entry[3] is not job]
+        heapq.heapify(queued)
+        if not queued:
+            del pool.pending[job.queue][job.slots]
+            pool.sizes[job.queue].remove(job.slots)
+        pool.pending_count -= 1
+        pool.queued_slots -= job.slots
+        job.state, job.reason = REJECTED, f"{REMOVED} admitted on another worker"
+        self.dirty.add(job.pool)
+
+    def stop(self, job_id: str, now: float) -> None:
+        """The manager preempted the job this worker admitted: its copy is evicted here (then
+        withdrawn by the fleet)."""
+        job = self.by_id[job_id]
+        if job.state in (ADMITTED, RUNNING):
+            job.evicting = None
+            self._evict(self.pools[job.pool], job, now)
+
+    def _admit(self, pool: Any, job: Job, now: float) -> None:
+        super()._admit(pool, job, now)
+        self.fleet.admitted(self, job.spec.id, now)
+
+    def _finish(self, job: Job, now: float) -> None:
+        super()._finish(job, now)
+        self.fleet.finished(job.spec.id, now)
+
+    def _evict(self, pool: Any, job: Job, now: float) -> None:
+        super()._evict(pool, job, now)
+        self.fleet.evicted(self, job.spec.id)
+
+    def _pods_ready_timeout(self, job: Job, now: float) -> None:
+        super()._pods_ready_timeout(job, now)
+        self.fleet.evicted(self, job.spec.id)
+
+
+@dataclass
+class _Entry:
+    job: FleetJob
+    index: int
+    priority: int
+    queue: str
+    slots: int
+    reserved: bool = False
+    # When the manager last reserved its quota ("most recently admitted" preempted first).
+    reserved_at: float = 0.0
+    nominated: int = 0
+    # Dispatches so far: a round event of an earlier one is stale.
+    dispatches: int = 0
+    winner: str | None = None
+    done: bool = False
+    reason: str = ""
+
+
+class FleetSimulation:
+    def __init__(
+        self,
+        workers: Mapping[str, StackModel],
+        quota: ManagerQuota,
+        dispatch: Dispatch,
+        jobs: Sequence[FleetJob],
+        seed: int,
+        horizon_s: float | None,
+    ) -> None:
+        self.quota = quota
+        self.dispatch = dispatch
+        self.horizon = horizon_s
+        first = workers[dispatch.order[0]]
+        self.kueue = first.kueue
+        self.entries = [
+            _Entry(j, i, first.tiers[j.spec.tier].priority, quota.teams[j.spec.team], j.spec.nodes * j.spec.gpus_per_node)
+            for i, j in enumerate(jobs)
+        ]
+        self.by_id = {e.job.spec.id: e for e in self.entries}
+        self.workers = [
+            _Worker(w, workers[w], [dataclasses.replace(j.spec, pool=j.pools[w]) for j in jobs if w in j.pools], seed, horizon_s, self)
+            for w in dispatch.order
+        ]
+        self.usage: dict[tuple[str, str], int] = {}
+        # Per GPU model: the entries holding manager quota, by index.
+        self.reserved: dict[str, dict[int, _Entry]] = {}
+        self.pending: list[_Entry] = []
+        self.rounds: list[tuple[float, int, int]] = []
+        # Winners' copies evicted on their worker, for the manager to take back after the
+        # worker's pass (an eviction can happen within its admission pass).
+        self.evictions: list[tuple[_Worker, _Entry]] = []
+        self.manager_dirty = False
+        self.unsettled = len(self.entries)
+        self.last_progress = 0.0
+
+    # --- the manager's Kueue and dispatcher ---------------------------------------------------
+
+    def _available(self, entry: _Entry) -> int:
+        model_name, queue = entry.job.gpu_model, entry.queue
+        cohort = self.quota.cohorts[queue]
+        members = [queue] if cohort is None else [q for q, c in self.quota.cohorts.items() if c == cohort]
+        used = sum(self.usage.get((model_name, q), 0) for q in members)
+        return self.quota.potential(model_name, queue) - used
+
+    def _admission(self, now: float) -> None:
+        self.manager_dirty = False
+        self.pending.sort(key=lambda e: (-e.priority, e.job.spec.submit_s, e.index))
+        waiting: list[_Entry] = []
+        preempted: list[_Entry] = []
+        for entry in self.pending:
+            if entry.slots > self._available(entry):
+                targets = self._targets(entry)
+                if not targets:
+                    waiting.append(entry)
+                    continue
+                for target in targets:
+                    self._preempt(target, now)
+                preempted += targets
+            key = (entry.job.gpu_model, entry.queue)
+            self.usage[key] = self.usage.get(key, 0) + entry.slots
+            self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
+            entry.reserved, entry.reserved_at = True, now
+            entry.dispatches += 1
+            entry.nominated = 0
+            self._round(entry, now)
+        self.pending = waiting + preempted
+        self.manager_dirty = bool(preempted)
+
+    def _release(self, entry: _Entry) -> None:
+        self.usage[(entry.job.gpu_model, entry.queue)] -= entry.slots
+        del self.reserved[entry.job.gpu_model][entry.index]
+        entry.reserved = False
+
+    def _targets(self, entry: _Entry) -> list[_Entry]:
+        """Kueue's classic preemption on the manager, for a head that does not fit (the policies of
+        its ClusterQueues: components.kubernetes.queues.PREEMPTION): lower-priority workloads of
+        its own queue (withinClusterQueue LowerPriority) and workloads of queues of its cohort that
+        borrow (reclaimWithinCohort), other queues first, lowest priority first, most recently
+        admitted first, then minimised by adding back, in reverse, those it can do without. With
+        borrowWithinCohort Never it preempts only to fit within its nominal quota. Empty: none."""
+        m, q = entry.job.gpu_model, entry.queue
+        quota = self.quota
+        nominal = quota.nominal[m]
+        usage = {queue: self.usage.get((m, queue), 0) for queue in quota.cohorts}
+        if entry.slots > nominal.get(q, 0):
+            return []
+        cohort = quota.cohorts[q]
+
+        def allowed(other: _Entry) -> bool:
+            if other.queue == q:
+                return quota.within[q] == "LowerPriority" and other.priority < entry.priority
+            if cohort is None or quota.cohorts[other.queue] != cohort or quota.reclaim[q] == "Never":
+                return False
+            return quota.reclaim[q] == "Any" or other.priority < entry.priority
+
+        candidates = sorted(
+            (e for e in self.reserved.get(m, {}).values() if allowed(e)),
+            key=lambda e: (e.queue == q, e.priority, -e.reserved_at, -e.index),
+        )
+        free = self._available(entry)
+
+        def fits(free: int, usage: Mapping[str, int]) -> bool:
+            return entry.slots <= free and usage[q] + entry.slots <= nominal.get(q, 0)
+
+        chosen: list[_Entry] = []
+        for candidate in candidates:
+            if candidate.queue != q and usage[candidate.queue] <= nominal.get(candidate.queue, 0):
+                continue
+            chosen.append(candidate)
+            usage[candidate.queue] -= candidate.slots
+            free += candidate.slots
+            if fits(free, usage):
+                break
+        else:
+            return []
+        for candidate in reversed(chosen[:-1]):
+            usage[candidate.queue] += candidate.slots
+            if fits(free - candidate.slots, usage):
+                free -= candidate.slots
+                chosen.remove(candidate)
+            else:
+                usage[candidate.queue] -= candidate.slots
+        return chosen
+
+    def _preempt(self, entry: _Entry, now: float) -> None:
+        """The manager evicts its workload: its quota is released and MultiKueue deletes the
+        copies (workload.go step 2: no quota reservation, remote objects removed); the winner's
+        stops where it runs, as a preemption there would stop it."""
+        self._release(entry)
+        winner, entry.winner = entry.winner, None
+        for worker in self.workers:
+            if worker.name == winner:
+                worker.stop(entry.job.spec.id, now)
+            worker.withdraw(entry.job.spec.id)
+
+    def _round(self, entry: _Entry, now: float) -> None:
+        order = self.dispatch.order
+        step = order[entry.nominated : entry.nominated + self.dispatch.step]
+        entry.nominated += len(step)
+        for worker in self.workers:
+            if worker.name in step and worker.name in entry.job.pools:
+                worker.dispatch(entry.job.spec.id, now, entry.dispatches > 1)
+        if entry.nominated < len(order):
+            heapq.heappush(self.rounds, (now + ROUND_S, entry.index, entry.dispatches))
+
+    def admitted(self, worker: _Worker, job_id: str, now: float) -> None:
+        entry = self.by_id[job_id]
+        if entry.winner is not None:
+            return
+        entry.winner = worker.name
+        for other in self.workers:
+            if other is not worker:
+                other.withdraw(job_id)
+
+    def evicted(self, worker: _Worker, job_id: str) -> None:
+        """The winner's copy was evicted on its worker: MultiKueue sees the remote Evicted
+        condition, sets the check to Retry, and the manager evicts its own workload, which
+        releases its quota and clears its cluster; it is requeued and dispatched again from the
+        first worker (workload.go step 6; pkg/workload evict)."""
+        entry = self.by_id[job_id]
+        if entry.winner == worker.name:
+            entry.winner = None
+            self.evictions.append((worker, entry))
+
+    def _take_back(self) -> None:
+        for worker, entry in self.evictions:
+            # Admitted again on its worker, finished, or preempted by the manager meanwhile.
+            if entry.winner is not None or entry.done or not entry.reserved:
+                continue
+            worker.withdraw(entry.job.spec.id)
+            self._release(entry)
+            self.pending.append(entry)
+            self.manager_dirty = True
+        self.evictions = []
+
+    def finished(self, job_id: str, now: float) -> None:
+        entry = self.by_id[job_id]
+        entry.done = True
+        self._release(entry)
+        self.unsettled -= 1
+        self.last_progress = now
+        self.manager_dirty = True
+
+    def _arrive(self, entry: _Entry, now: float) -> None:
+        self.last_progress = now
+        most = self.quota.potential(entry.job.gpu_model, entry.queue)
+        if entry.slots > most:
+            entry.reason = (
+                f"needs {entry.slots} {entry.job.gpu_model} GPUs; the manager's ClusterQueue {entry.queue} may hold at most {most}"
+            )
+            self.unsettled -= 1
+            return
+        if not entry.job.pools:
+            entry.reason = "no worker has a pool for it: " + "; ".join(f"{w}: {why}" for w, why in sorted(entry.job.why.items()))
+            self.unsettled -= 1
+            return
+        self.pending.append(entry)
+        self.manager_dirty = True
+
+    # --- the clock ----------------------------------------------------------------------------
+
+    def run(self) -> tuple[float, list[Result]]:
+        for worker in self.workers:
+            worker.start()
+        arrivals = sorted(self.entries, key=lambda e: (e.job.spec.submit_s, e.index))
+        stall = STALL_CYCLES * (self.kueue.pods_ready_timeout_s + self.kueue.backoff_max_s)
+        cap = math.inf
+        if arrivals:
+            cap = arrivals[-1].job.spec.submit_s + RUN_CAP * max(e.job.spec.duration_s for e in arrivals) + stall
+        next_arrival, total, capped = 0, len(arrivals), False
+        while True:
+            upcoming = arrivals[next_arrival].job.spec.submit_s if next_arrival < total else math.inf
+            now = min([upcoming, self.rounds[0][0] if self.rounds else math.inf, *(w.next_time() for w in self.workers)])
+            progress = max([self.last_progress, *(w.last_progress for w in self.workers)])
+            if now == math.inf:
+                break
+            if self.horizon is not None:
+                if now > self.horizon:
+                    break
+            elif self.unsettled == 0 or (next_arrival == total and not any(w.running for w in self.workers) and now > progress + stall):
+                break
+            elif now > cap:
+                capped = True
+                break
+            for worker in self.workers:
+                worker.handle_due(now)
+            while self.rounds and self.rounds[0][0] == now:
+                _, index, dispatch = heapq.heappop(self.rounds)
+                entry = self.entries[index]
+                if entry.winner is None and entry.reserved and entry.dispatches == dispatch:
+                    self._round(entry, now)
+            while next_arrival < total and arrivals[next_arrival].job.spec.submit_s == now:
+                self._arrive(arrivals[next_arrival], now)
+                next_arrival += 1
+            while self.manager_dirty or self.evictions or any(w.dirty for w in self.workers):
+                self._take_back()
+                if self.manager_dirty:
+                    self._admission(now)
+                for worker in self.workers:
+                    if worker.dirty:
+                        worker._settle(now)
+                    self._take_back()
+        progress = max([self.last_progress, *(w.last_progress for w in self.workers)])
+        end = self.horizon if self.horizon is not None else cap if capped else progress
+        return end, [worker._result(end) for worker in self.workers]
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+def fleet_result(
+    stack: str, seed: int, end: float, entries: Sequence[_Entry], workers: Mapping[str, StackModel], order: Sequence[str], results: Sequence[Result]
+) -> Result:
+    """One Result over the workers: each job's outcome on the worker that admitted it. A job no
+    worker admitted is reported on the first pool in dispatch order that it had (else the first
+    of its GPU model): jobs.csv names a pool for every job."""
+    outcomes = {w: {j.id: j for j in r.jobs} for w, r in zip(order, results)}
+    home = [
+        next(
+            (pool_name(w, e.job.pools[w]) for w in order if w in e.job.pools),
+            next(pool_name(w, p.name) for w in order for p in workers[w].pools if p.gpu_model == e.job.gpu_model),
+        )
+        for e in entries
+    ]
+    jobs: list[JobOutcome] = []
+    for entry in entries:
+        spec = entry.job.spec
+        if entry.winner is not None:
+            outcome = dataclasses.replace(outcomes[entry.winner][spec.id], pool=pool_name(entry.winner, entry.job.pools[entry.winner]))
+        else:
+            copies = [outcomes[w][spec.id] for w in order if spec.id in outcomes[w]]
+            never = entry.reason or (
+                "; ".join(f"{w}: {c.reason}" for w, c in zip(order, copies)) if copies and all(c.status == STATUS_REJECTED and not c.reason.startswith(REMOVED) for c in copies) else ""
+            )
+            outcome = job_outcome(Job(spec, entry.index, 0, 0, 0, 0, False))
+            outcome.pool = home[entry.index]
+            outcome.status, outcome.reason = (STATUS_REJECTED, never) if never else (STATUS_UNFINISHED, "")
+        jobs.append(outcome)
+    segments = [dataclasses.replace(s, pool=pool_name(w, s.pool)) for w, r in zip(order, results) for s in r.segments]
+    reservations: list[Reservation] = [
+        dataclasses.replace(x, pool=pool_name(w, x.pool)) for w, r in zip(order, results) for x in r.reservations
+    ]
+    pools = [dataclasses.replace(p, name=pool_name(w, p.name)) for w, r in zip(order, results) for p in r.pools]
+    return Result(stack, seed, end, jobs, segments, reservations, pools)
+
+
+def fleet_model(stack: str, workers: Mapping[str, StackModel], dispatch: Dispatch, quota: ManagerQuota) -> StackModel:
+    """What report.write reads of a model, over the workers: their pools under fleet names, the
+    tiers (one value each across the fleet: components.fleet.plan.priority_tiers), the parameters."""
+    first = workers[dispatch.order[0]]
+    return StackModel(
+        stack=stack,
+        cloud="fleet",
+        pools=tuple(dataclasses.replace(p, name=pool_name(w, p.name)) for w in dispatch.order for p in workers[w].pools),
+        queues=(),
+        cohorts={},
+        teams=quota.teams,
+        tiers=first.tiers,
+        autoscaler=None,
+        kueue=first.kueue,
+        parameters={
+            "dispatch": {
+                "dispatcher": dispatch.dispatcher,
+                "order": [cluster_name(w) for w in dispatch.order],
+                "step_size": dispatch.step,
+                "round_s": ROUND_S,
+                "not_modelled": [
+                    "unreachable workers",
+                    "latency between clusters",
+                ],
+            },
+            "manager_quota": {m: dict(q) for m, q in quota.nominal.items()},
+            "workers": {cluster_name(w): workers[w].parameters for w in dispatch.order},
+        },
+    )
