@@ -220,6 +220,10 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
         "trainer_job_start_timestamp_seconds",
+        "trainer_fabric_bus_bandwidth_bytes_per_second",
+        "trainer_fabric_probe_size_bytes",
+        "trainer_fabric_floor_bytes_per_second",
+        "trainer_fabric_check_passed",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

@@ -126,6 +126,17 @@ JOB_VIEW = Board(
         ),
         Panel("Badput by cause", "s", ((f"sum by (cause) (trainer_badput_seconds_total{JOB})", "{{cause}}"),)),
         Panel("Restarts", "none", ((f"trainer_restarts{JOB}", "{{jobset}}"),)),
+        # The fabric gate's probe, before step 1 of multi-node runs (trainer.fabric); "Bps" is
+        # Grafana's bytes/sec unit (grafana/grafana packages/grafana-data valueFormats/categories.ts).
+        Panel(
+            "Fabric probe bus bandwidth",
+            "Bps",
+            (
+                (f"trainer_fabric_bus_bandwidth_bytes_per_second{JOB}", "{{jobset}} {{transport}} ({{check}})"),
+                (f"trainer_fabric_floor_bytes_per_second{JOB}", "floor {{jobset}}"),
+            ),
+        ),
+        Panel("Fabric check passed", "bool", ((f"trainer_fabric_check_passed{JOB}", "{{jobset}} {{transport}} ({{check}})"),)),
     ),
 )
 
