@@ -8,6 +8,7 @@ ClusterRules (monitoring.googleapis.com/v1, GoogleCloudPlatform/prometheus-engin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import pulumi
 
 from components.facts import charts
 from components.facts.metrics import DCGM_ADDED, DCGM_DEFAULT
+from components.pools import POOL_LABEL
 from components.spec import PlatformSpec
 
 OPERATOR_API = "monitoring.coreos.com/v1"
@@ -59,6 +61,18 @@ EKS_UNREACHABLE: dict[str, tuple[str, ...]] = {
     "kubeEtcd": ("etcd",),
     "kubeProxy": ("kubeProxy",),
 }
+
+
+# kube-state-metrics publishes a node's labels on kube_node_labels only where they are allowed
+# (--metric-labels-allowlist, "nodes=[<key>,...]"; kubernetes/kube-state-metrics@v2.20.0
+# docs/developer/cli-arguments.md), which the kube-state-metrics subchart (8.4.0, pinned by
+# kube-prometheus-stack 88.5.3) builds from its value `metricLabelsAllowlist`, joined with ","
+# (prometheus-community/helm-charts charts/kube-state-metrics/templates/deployment.yaml). The
+# key becomes label_<key> with every character outside [a-zA-Z0-9_] made "_" (v2.20.0
+# internal/store/utils.go, sanitizeLabelName): the pool is `label_gpu_platform_io_pool`, which
+# the fleet dashboard joins DCGM's series with by node.
+KSM_METRIC_LABELS_ALLOWLIST: tuple[str, ...] = (f"nodes=[{POOL_LABEL}]",)
+KSM_POOL_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL)
 
 
 # The remote write queue AMP's guide sets for a Prometheus server ("Set up ingestion from a new
@@ -111,6 +125,7 @@ def kube_prometheus_stack_values(spec: PlatformSpec, remote_write: RemoteWrite |
     values: dict[str, Any] = {
         "prometheus": {"serviceAccount": service_account, "prometheusSpec": prometheus_spec},
         "grafana": {"enabled": obs.grafana_on(spec.cloud)},
+        "kube-state-metrics": {"metricLabelsAllowlist": list(KSM_METRIC_LABELS_ALLOWLIST)},
     }
     if spec.cloud == "aws":
         values.update({component: {"enabled": False} for component in EKS_UNREACHABLE})

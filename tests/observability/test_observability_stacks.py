@@ -156,6 +156,12 @@ def test_eks_scrapes_and_alerts_on_no_control_plane_part_it_cannot_reach() -> No
     assert all(defaults["defaultRules"]["rules"][rule] is True for rule in EKS_HIDDEN_RULES)
 
 
+def test_the_chart_s_kube_state_metrics_exports_each_node_s_pool_label() -> None:
+    # The fleet dashboard's per-pool panels join on kube_node_labels' label_gpu_platform_io_pool.
+    values = _prometheus_values(_stack("dev-aws"))
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpu-platform.io/pool]"]
+
+
 def test_an_existing_cluster_keeps_the_chart_s_control_plane_scrapes() -> None:
     values = _prometheus_values(synthesize_onprem(onprem_platform()))
     assert not set(EKS_HIDDEN) & set(values) and "defaultRules" not in values
