@@ -128,6 +128,18 @@ QUEUES = Board(
                 ('sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total[1h]))', "evicted {{cluster_queue}} {{reason}}"),
             ),
         ),
+        # JobSet's controller counts each JobSet once as it completes or fails (facts.metrics.JOBSET),
+        # labelled with the JobSet's namespace, which a scrape's own `namespace` target label
+        # (the controller's) would rename to exported_namespace where labels are not honoured
+        # (GMP): the panel sums over namespaces, the same on both backends.
+        Panel(
+            "JobSets completed and failed (last hour)",
+            "none",
+            (
+                ("sum(increase(jobset_completed_total[1h]))", "completed"),
+                ("sum(increase(jobset_failed_total[1h]))", "failed"),
+            ),
+        ),
     ),
 )
 

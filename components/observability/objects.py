@@ -44,6 +44,11 @@ DASHBOARD_LABEL = "grafana_dashboard"
 # charts/kueue/templates/rbac/metrics_reader_role.yaml, release `kueue`); the metrics endpoint
 # authorizes scrapers by it.
 KUEUE_METRICS_READER = "kueue-metrics-reader"
+# The JobSet chart's ClusterRole that may GET /metrics, `<fullname>-metrics-reader`, fullname
+# `jobset` for release `jobset` (kubernetes-sigs/jobset@v0.12.0
+# charts/jobset/templates/rbac/auth_proxy_client_clusterrole.yaml, templates/_helpers.tpl
+# jobset.fullname); the chart binds it only to JobSet's own account.
+JOBSET_METRICS_READER = f"{charts.JOBSET.name}-metrics-reader"
 # The ConfigMap the dcgm-exporter chart makes of `customMetrics` (4.8.2 templates/metrics-configmap.yaml).
 DCGM_COUNTERS_CONFIG_MAP = "exporter-metrics-config-map"
 
@@ -159,7 +164,7 @@ def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
 
 
 def operator_scrape_objects() -> list[dict[str, Any]]:
-    """DCGM exporter and Kueue by their Services, the trainers by their pods. kube-state-metrics
+    """DCGM exporter, Kueue and JobSet by their Services, the trainers by their pods. kube-state-metrics
     and node exporter are scraped by the chart's own ServiceMonitors."""
     dcgm = {
         "apiVersion": OPERATOR_API,
@@ -193,6 +198,39 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
             ],
         },
     }
+    jobset = {
+        "apiVersion": OPERATOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": _metadata("jobset", charts.JOBSET.namespace),
+        "spec": {
+            # jobset 0.12.0 chart: the metrics Service `jobset-metrics-service`, labelled with the
+            # controller's selector labels, port `https` (8443; templates/prometheus/
+            # manager_metrics_service.yaml), always rendered. The controller serves it with
+            # controller-runtime's authentication filter and a self-signed certificate (main.go:
+            # SecureServing, filters.WithAuthenticationAndAuthorization; internalCertManagement),
+            # as the chart's own ServiceMonitor (templates/prometheus/monitor.yaml, only with
+            # prometheus.enable) scrapes it: the Prometheus account's token, no verification.
+            # The webhook Service carries the webhook's labels and port `webhook`, not these.
+            "selector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "jobset",
+                    "app.kubernetes.io/instance": charts.JOBSET.name,
+                    "app.kubernetes.io/component": "controller",
+                }
+            },
+            "endpoints": [
+                {
+                    "port": "https",
+                    "scheme": "https",
+                    "path": "/metrics",
+                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                    "tlsConfig": {"insecureSkipVerify": True},
+                    # The counters' own `namespace` (the JobSet's) over the target's (jobset-system).
+                    "honorLabels": True,
+                }
+            ],
+        },
+    }
     trainer = {
         "apiVersion": OPERATOR_API,
         "kind": "PodMonitor",
@@ -214,13 +252,13 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
             ],
         },
     }
-    return [dcgm, kueue, trainer]
+    return [dcgm, kueue, trainer, jobset]
 
 
 def gmp_scrape_objects() -> list[dict[str, Any]]:
     """GKE: the trainers through ClusterPodMonitoring; DCGM, kube-state-metrics and node
-    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue
-    through a PodMonitoring with a token (components.observability.gmp_kueue)."""
+    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue and
+    JobSet through PodMonitorings with a token (components.observability.gmp_https)."""
     return [
         {
             "apiVersion": GMP_API,
