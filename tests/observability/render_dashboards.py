@@ -50,7 +50,7 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "reason": ("InClusterQueue",),
     "jobset": ("llm-pretrain",),
     "cause": ("startup", "checkpoint_save", "eval", "data_stall"),
-    "label_gpu_platform_io_pool": ("h100", "a100"),
+    "label_gpu_platform_io_pool": ("h100",),
     "transport": ("Libfabric",),
     "check": ("enforce",),
 }
