@@ -37,8 +37,9 @@ def test_aws_trainer_accounts_assume_the_bucket_role(synthesized) -> None:
 def test_gcp_trainer_accounts_each_act_as_their_team_s_service_account(synthesized) -> None:
     result = synthesized("dev-gcp")
     emails = result.outputs["trainerServiceAccounts"]
-    # Besides the trainers' accounts only Kueue's metrics scraper (components.observability.gmp_kueue).
-    accounts = [a for a in result.by_type("kubernetes:core/v1:ServiceAccount") if a["inputs"]["metadata"]["name"] != "gpu-platform-kueue-scraper"]
+    # Besides the trainers' accounts only Kueue's and JobSet's metrics scrapers (components.observability.gmp_https).
+    scrapers = {"gpu-platform-kueue-scraper", "gpu-platform-jobset-scraper"}
+    accounts = [a for a in result.by_type("kubernetes:core/v1:ServiceAccount") if a["inputs"]["metadata"]["name"] not in scrapers]
     assert {a["inputs"]["metadata"]["namespace"] for a in accounts} == set(emails)
     for account in accounts:
         namespace = account["inputs"]["metadata"]["namespace"]

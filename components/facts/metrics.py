@@ -197,6 +197,11 @@ GKE_KUBE_STATE: frozenset[str] = frozenset(name for names in GKE_KUBE_STATE_BY_P
 # dashboards/google-kubernetes-engine/gke-jobset-interruption-playbook.json queries it).
 GKE_SYSTEM: frozenset[str] = frozenset({"kubernetes.io/node/status_condition"})
 
+# JobSet's controller metrics (kubernetes-sigs/jobset@v0.12.0 pkg/metrics/metrics.go: subsystem
+# "jobset", pkg/constants; counters labelled jobset_name and namespace), scraped on every backend
+# (components.observability: a ServiceMonitor with the chart, a PodMonitoring on GKE).
+JOBSET: frozenset[str] = frozenset({"jobset_failed_total", "jobset_completed_total"})
+
 # Series Prometheus writes itself for every target.
 PROMETHEUS: frozenset[str] = frozenset({"up", "scrape_duration_seconds"})
 
@@ -220,6 +225,10 @@ TRAINER: frozenset[str] = frozenset(
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
         "trainer_job_start_timestamp_seconds",
+        "trainer_fabric_bus_bandwidth_bytes_per_second",
+        "trainer_fabric_probe_size_bytes",
+        "trainer_fabric_floor_bytes_per_second",
+        "trainer_fabric_check_passed",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -228,10 +237,10 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 def published(backend: str = "kube-prometheus-stack") -> frozenset[str]:
     """Every series the backend's exporters and the trainer publish, histogram series included.
     `managed` (GKE): GKE's DCGM and kube state packages and its system metrics instead of the
-    chart's exporters, no node exporter; Kueue and the trainers are scraped by the platform's own objects on every
+    chart's exporters, no node exporter; Kueue, JobSet and the trainers are scraped by the platform's own objects on every
     backend. Any other backend runs the chart (kube-prometheus-stack, amp)."""
     histograms = {f"{h}{suffix}" for h in KUEUE_HISTOGRAMS for suffix in HISTOGRAM_SUFFIXES}
-    common = KUEUE | frozenset(histograms) | PROMETHEUS | TRAINER
+    common = KUEUE | frozenset(histograms) | JOBSET | PROMETHEUS | TRAINER
     if backend == "managed":
         return common | GKE_DCGM | GKE_KUBE_STATE | GKE_SYSTEM
     return common | DCGM | KUBE_STATE_METRICS | NODE_EXPORTER

@@ -15,6 +15,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components import naming
+from components.gcp import dashboards
 from components.gcp import gpudirect as gpudirect_objects
 from components.gcp import plan
 from components.gcp.cluster import gke_cluster, gpu_pool, system_pool
@@ -76,6 +77,7 @@ class GcpPlatform(pulumi.ComponentResource):
         bucket = training_bucket(wing)
         trainers = trainer_identities(wing, cluster, bucket)
         member_access(wing)
+        dashboards.declare(wing)
 
         kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(

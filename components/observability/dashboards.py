@@ -16,7 +16,7 @@ from grafana_foundation_sdk.builders import dashboard, prometheus, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from components.observability.objects import DASHBOARD_LABEL, NAMESPACE, _metadata
+from components.observability.objects import DASHBOARD_LABEL, KSM_POOL_LABEL, NAMESPACE, _metadata
 from components.pools import GPU_RESOURCE
 
 # kube-prometheus-stack 88.5.3 provisions its Prometheus datasource with this uid
@@ -41,11 +41,38 @@ class Board:
     panels: tuple[Panel, ...]
 
 
+# The pool of each node, keyed by DCGM's node label: kube-state-metrics' kube_node_labels carries
+# the node's pool label where the chart allows it (objects.KSM_METRIC_LABELS_ALLOWLIST) and the
+# node's name as `node`; dcgm-exporter's `Hostname` is the node's name too (NVIDIA/dcgm-exporter
+# internal/pkg/hostname/hostname.go: NODE_NAME, which its chart sets from spec.nodeName, else the
+# host name). `max by` keeps one series per node if kube-state-metrics is scraped twice.
+POOL = KSM_POOL_LABEL
+NODE_POOL = (
+    f'label_replace(max by (node, {POOL}) (kube_node_labels{{{POOL}=~"$pool"}}), "Hostname", "$1", "node", "(.*)")'
+)
+
+
+def _per_pool(aggregation: str, series: str) -> str:
+    """`series` (one per GPU, labelled Hostname) aggregated per pool of the selected pools."""
+    return f"{aggregation} by ({POOL}) ({series} * on (Hostname) group_left({POOL}) {NODE_POOL})"
+
+
 FLEET = Board(
     "gpu-platform-fleet",
     "GPU fleet",
-    (("node", "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)"),),
     (
+        ("pool", f"label_values(kube_node_labels, {POOL})"),
+        # The nodes of the selected pools, so the per-node panels follow the pool too.
+        ("node", f'label_values(kube_node_labels{{{POOL}=~"$pool"}}, node)'),
+    ),
+    (
+        Panel("GPU utilization per pool", "percent", ((_per_pool("avg", "DCGM_FI_DEV_GPU_UTIL"), f"{{{{{POOL}}}}}"),)),
+        Panel("Tensor core activity per pool", "percentunit", ((_per_pool("avg", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), f"{{{{{POOL}}}}}"),)),
+        Panel("Framebuffer used per pool", "decmbytes", ((_per_pool("sum", "DCGM_FI_DEV_FB_USED"), f"{{{{{POOL}}}}}"),)),
+        Panel("Power per pool", "watt", ((_per_pool("sum", "DCGM_FI_DEV_POWER_USAGE"), f"{{{{{POOL}}}}}"),)),
+        Panel("GPU temperature per pool (hottest GPU)", "celsius", ((_per_pool("max", "DCGM_FI_DEV_GPU_TEMP"), f"{{{{{POOL}}}}}"),)),
+        Panel("GPUs whose last XID is set, per pool", "none", ((_per_pool("count", "(DCGM_FI_DEV_XID_ERRORS != 0)"), f"{{{{{POOL}}}}}"),)),
+        Panel("Double-bit ECC errors per pool", "none", ((_per_pool("sum", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h])"), f"{{{{{POOL}}}}}"),)),
         Panel("GPU utilization", "percent", (('avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"$node"})', "{{Hostname}}"),)),
         Panel("Tensor core activity", "percentunit", (('avg by (Hostname) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{Hostname=~"$node"})', "{{Hostname}}"),)),
         Panel("Framebuffer used", "decmbytes", (('sum by (Hostname) (DCGM_FI_DEV_FB_USED{Hostname=~"$node"})', "{{Hostname}}"),)),
@@ -101,6 +128,18 @@ QUEUES = Board(
                 ('sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total[1h]))', "evicted {{cluster_queue}} {{reason}}"),
             ),
         ),
+        # JobSet's controller counts each JobSet once as it completes or fails (facts.metrics.JOBSET),
+        # labelled with the JobSet's namespace, which a scrape's own `namespace` target label
+        # (the controller's) would rename to exported_namespace where labels are not honoured
+        # (GMP): the panel sums over namespaces, the same on both backends.
+        Panel(
+            "JobSets completed and failed (last hour)",
+            "none",
+            (
+                ("sum(increase(jobset_completed_total[1h]))", "completed"),
+                ("sum(increase(jobset_failed_total[1h]))", "failed"),
+            ),
+        ),
     ),
 )
 
@@ -126,6 +165,17 @@ JOB_VIEW = Board(
         ),
         Panel("Badput by cause", "s", ((f"sum by (cause) (trainer_badput_seconds_total{JOB})", "{{cause}}"),)),
         Panel("Restarts", "none", ((f"trainer_restarts{JOB}", "{{jobset}}"),)),
+        # The fabric gate's probe, before step 1 of multi-node runs (trainer.fabric); "Bps" is
+        # Grafana's bytes/sec unit (grafana/grafana packages/grafana-data valueFormats/categories.ts).
+        Panel(
+            "Fabric probe bus bandwidth",
+            "Bps",
+            (
+                (f"trainer_fabric_bus_bandwidth_bytes_per_second{JOB}", "{{jobset}} {{transport}} ({{check}})"),
+                (f"trainer_fabric_floor_bytes_per_second{JOB}", "floor {{jobset}}"),
+            ),
+        ),
+        Panel("Fabric check passed", "bool", ((f"trainer_fabric_check_passed{JOB}", "{{jobset}} {{transport}} ({{check}})"),)),
     ),
 )
 

@@ -8,6 +8,7 @@ ClusterRules (monitoring.googleapis.com/v1, GoogleCloudPlatform/prometheus-engin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import pulumi
 
 from components.facts import charts
 from components.facts.metrics import DCGM_ADDED, DCGM_DEFAULT
+from components.pools import POOL_LABEL
 from components.spec import PlatformSpec
 
 OPERATOR_API = "monitoring.coreos.com/v1"
@@ -42,6 +44,11 @@ DASHBOARD_LABEL = "grafana_dashboard"
 # charts/kueue/templates/rbac/metrics_reader_role.yaml, release `kueue`); the metrics endpoint
 # authorizes scrapers by it.
 KUEUE_METRICS_READER = "kueue-metrics-reader"
+# The JobSet chart's ClusterRole that may GET /metrics, `<fullname>-metrics-reader`, fullname
+# `jobset` for release `jobset` (kubernetes-sigs/jobset@v0.12.0
+# charts/jobset/templates/rbac/auth_proxy_client_clusterrole.yaml, templates/_helpers.tpl
+# jobset.fullname); the chart binds it only to JobSet's own account.
+JOBSET_METRICS_READER = f"{charts.JOBSET.name}-metrics-reader"
 # The ConfigMap the dcgm-exporter chart makes of `customMetrics` (4.8.2 templates/metrics-configmap.yaml).
 DCGM_COUNTERS_CONFIG_MAP = "exporter-metrics-config-map"
 
@@ -59,6 +66,18 @@ EKS_UNREACHABLE: dict[str, tuple[str, ...]] = {
     "kubeEtcd": ("etcd",),
     "kubeProxy": ("kubeProxy",),
 }
+
+
+# kube-state-metrics publishes a node's labels on kube_node_labels only where they are allowed
+# (--metric-labels-allowlist, "nodes=[<key>,...]"; kubernetes/kube-state-metrics@v2.20.0
+# docs/developer/cli-arguments.md), which the kube-state-metrics subchart (8.4.0, pinned by
+# kube-prometheus-stack 88.5.3) builds from its value `metricLabelsAllowlist`, joined with ","
+# (prometheus-community/helm-charts charts/kube-state-metrics/templates/deployment.yaml). The
+# key becomes label_<key> with every character outside [a-zA-Z0-9_] made "_" (v2.20.0
+# internal/store/utils.go, sanitizeLabelName): the pool is `label_gpu_platform_io_pool`, which
+# the fleet dashboard joins DCGM's series with by node.
+KSM_METRIC_LABELS_ALLOWLIST: tuple[str, ...] = (f"nodes=[{POOL_LABEL}]",)
+KSM_POOL_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL)
 
 
 # The remote write queue AMP's guide sets for a Prometheus server ("Set up ingestion from a new
@@ -111,6 +130,7 @@ def kube_prometheus_stack_values(spec: PlatformSpec, remote_write: RemoteWrite |
     values: dict[str, Any] = {
         "prometheus": {"serviceAccount": service_account, "prometheusSpec": prometheus_spec},
         "grafana": {"enabled": obs.grafana_on(spec.cloud)},
+        "kube-state-metrics": {"metricLabelsAllowlist": list(KSM_METRIC_LABELS_ALLOWLIST)},
     }
     if spec.cloud == "aws":
         values.update({component: {"enabled": False} for component in EKS_UNREACHABLE})
@@ -144,7 +164,7 @@ def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
 
 
 def operator_scrape_objects() -> list[dict[str, Any]]:
-    """DCGM exporter and Kueue by their Services, the trainers by their pods. kube-state-metrics
+    """DCGM exporter, Kueue and JobSet by their Services, the trainers by their pods. kube-state-metrics
     and node exporter are scraped by the chart's own ServiceMonitors."""
     dcgm = {
         "apiVersion": OPERATOR_API,
@@ -178,6 +198,39 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
             ],
         },
     }
+    jobset = {
+        "apiVersion": OPERATOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": _metadata("jobset", charts.JOBSET.namespace),
+        "spec": {
+            # jobset 0.12.0 chart: the metrics Service `jobset-metrics-service`, labelled with the
+            # controller's selector labels, port `https` (8443; templates/prometheus/
+            # manager_metrics_service.yaml), always rendered. The controller serves it with
+            # controller-runtime's authentication filter and a self-signed certificate (main.go:
+            # SecureServing, filters.WithAuthenticationAndAuthorization; internalCertManagement),
+            # as the chart's own ServiceMonitor (templates/prometheus/monitor.yaml, only with
+            # prometheus.enable) scrapes it: the Prometheus account's token, no verification.
+            # The webhook Service carries the webhook's labels and port `webhook`, not these.
+            "selector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "jobset",
+                    "app.kubernetes.io/instance": charts.JOBSET.name,
+                    "app.kubernetes.io/component": "controller",
+                }
+            },
+            "endpoints": [
+                {
+                    "port": "https",
+                    "scheme": "https",
+                    "path": "/metrics",
+                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                    "tlsConfig": {"insecureSkipVerify": True},
+                    # The counters' own `namespace` (the JobSet's) over the target's (jobset-system).
+                    "honorLabels": True,
+                }
+            ],
+        },
+    }
     trainer = {
         "apiVersion": OPERATOR_API,
         "kind": "PodMonitor",
@@ -199,13 +252,13 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
             ],
         },
     }
-    return [dcgm, kueue, trainer]
+    return [dcgm, kueue, trainer, jobset]
 
 
 def gmp_scrape_objects() -> list[dict[str, Any]]:
     """GKE: the trainers through ClusterPodMonitoring; DCGM, kube-state-metrics and node
-    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue
-    through a PodMonitoring with a token (components.observability.gmp_kueue)."""
+    metrics come from GKE's managed packages (components.gcp.cluster enables them), Kueue and
+    JobSet through PodMonitorings with a token (components.observability.gmp_https)."""
     return [
         {
             "apiVersion": GMP_API,

@@ -171,6 +171,17 @@ def job_alerts(spec: PlatformSpec) -> list[dict[str, Any]]:
             "job {{ $labels.namespace }}/{{ $labels.jobset }} made no step for "
             f"{STALL_STEPS} step times",
         ),
+        # The fabric gate (trainer.fabric) under --fabric-check warn trains on a network it
+        # found slow or on NCCL's socket fallback; under enforce the job stops before the
+        # endpoint starts, so a 0 is always a run someone chose to let train.
+        _alert(
+            "TrainingOnFailedFabricCheck",
+            "max by (namespace, jobset, check, transport) (trainer_fabric_check_passed) == 0",
+            "0m",
+            "warning",
+            "job {{ $labels.namespace }}/{{ $labels.jobset }} trains on a fabric its gate failed "
+            "(NCCL network {{ $labels.transport }}, --fabric-check {{ $labels.check }})",
+        ),
         _alert(
             "LowGoodput",
             f"job:trainer_goodput:ratio1h < {threshold}",

@@ -12,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.facts import charts
-from components.observability import dashboards, gmp_kueue, objects
+from components.observability import dashboards, gmp_https, objects
 from components.observability.rules import global_rule_groups, rule_groups
 from components.pools import Pool
 from components.spec import PlatformSpec, PriorityTierSpec
@@ -50,10 +50,12 @@ def declare(
         global_rules = [objects.global_rule_object(global_groups)] if global_groups else []
         for obj in [*objects.gmp_scrape_objects(), rules, *global_rules]:
             _custom(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, opts)
-        # Kueue's metrics, in Kueue's namespace: after Kueue.
-        in_kueue = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after))
-        gmp_kueue.declare_access(name, in_kueue)
-        _custom(f"{name}-podmonitoring-kueue", gmp_kueue.pod_monitoring(), in_kueue)
+        # Kueue's and JobSet's metrics, in their namespaces: after their charts (Kueue's
+        # webhook gate, which follows Kueue, which follows JobSet).
+        after_charts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after))
+        for target in gmp_https.TARGETS:
+            gmp_https.declare_access(name, target, after_charts)
+            _custom(f"{name}-podmonitoring-{target.name}", gmp_https.pod_monitoring(target), after_charts)
         return
     chart = charts.KUBE_PROMETHEUS_STACK
     # Node exporter reads the host (hostNetwork, hostPID, host paths), which Pod Security's
@@ -94,17 +96,16 @@ def declare(
                 data=board["data"],
                 opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
             )
-    # Kueue authorizes /metrics by RBAC: Prometheus's account gets the chart's reader role.
-    k8s.rbac.v1.ClusterRoleBinding(
-        f"{name}-kueue-metrics-reader",
-        metadata=k8s.meta.v1.ObjectMetaArgs(name="gpu-platform-prometheus-kueue-metrics"),
-        role_ref=k8s.rbac.v1.RoleRefArgs(
-            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=objects.KUEUE_METRICS_READER
-        ),
-        subjects=[
-            k8s.rbac.v1.SubjectArgs(
-                kind="ServiceAccount", name=objects.PROMETHEUS_SERVICE_ACCOUNT, namespace=chart.namespace
-            )
-        ],
-        opts=after_crds,
-    )
+    # Kueue and JobSet authorize /metrics by RBAC: Prometheus's account gets each chart's reader role.
+    for target, reader in (("kueue", objects.KUEUE_METRICS_READER), ("jobset", objects.JOBSET_METRICS_READER)):
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-{target}-metrics-reader",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"gpu-platform-prometheus-{target}-metrics"),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=reader),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name=objects.PROMETHEUS_SERVICE_ACCOUNT, namespace=chart.namespace
+                )
+            ],
+            opts=after_crds,
+        )

@@ -50,6 +50,9 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "reason": ("InClusterQueue",),
     "jobset": ("llm-pretrain",),
     "cause": ("startup", "checkpoint_save", "eval", "data_stall"),
+    "label_gpu_platform_io_pool": ("h100",),
+    "transport": ("Libfabric",),
+    "check": ("enforce",),
 }
 # (low, high) of a panel's series by Grafana unit.
 RANGES: dict[str, tuple[float, float]] = {
@@ -63,6 +66,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "h": (10, 60),
     "currencyUSD": (20, 200),
     "none": (0, 8),
+    "Bps": (40e9, 50e9),
+    "bool": (1, 1),
 }
 UNIT_LABELS = {"percentunit": "0-1", "decmbytes": "MB", "currencyUSD": "$", "none": "", "short": ""}
 
@@ -87,6 +92,9 @@ def series(seed: str, unit: str, expr: str) -> list[float]:
     """A gauge wandering inside the unit's range; counters and steps only rise, losses fall."""
     low, high = RANGES.get(unit, RANGES["none"])
     rng = random.Random(seed)
+    if "floor" in expr:
+        # A floor is a setting, under the bandwidth the gate passed.
+        return [low * 0.9] * MINUTES
     if "loss" in expr:
         start = rng.uniform(5, 7)
         return [2 + (start - 2) * math.exp(-minute / 50) + rng.gauss(0, 0.05) for minute in range(MINUTES)]

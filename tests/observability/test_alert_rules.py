@@ -70,6 +70,8 @@ def test_every_alert_has_a_unit_test() -> None:
         ("GpuAllocatedButIdle", 'max by (namespace, pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{pod!=""}) < 0.01'),
         ("NodeNotReady", 'kube_node_status_condition{condition="Ready", status="true"} == 1'),
         ("TrainingJobStalled", "(time() - trainer_last_step_timestamp_seconds) > 10 * 3600"),
+        # Alerting on every job the gate probed, not only those it failed.
+        ("TrainingOnFailedFabricCheck", "max by (namespace, jobset, check, transport) (trainer_fabric_check_passed) >= 0"),
     ],
 )
 def test_a_wrong_expression_fails_the_unit_tests(tmp_path: Path, alert: str, wrong: str) -> None:

@@ -3,8 +3,11 @@ a ConfigMap the grafana sidecar loads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from obs_support import onprem_rule_groups
+import yaml
+from obs_support import onprem_rule_groups, run_promtool
 from promql_names import unknown_metrics
 
 from components.observability import dashboards
@@ -43,3 +46,30 @@ def test_the_dashboards_ship_as_config_maps_with_the_sidecar_label() -> None:
     maps = dashboards.config_maps()
     assert [m["metadata"]["labels"]["grafana_dashboard"] for m in maps] == ["1"] * len(BOARDS)
     assert {m["metadata"]["namespace"] for m in maps} == {"monitoring"}
+
+
+def test_the_fleet_s_per_pool_panels_group_each_node_s_gpus_under_its_pool_label(tmp_path: Path) -> None:
+    """promtool evaluates the utilization panel's query over two nodes of two pools, with
+    kube-state-metrics scraped twice (two series per node), as kube_node_labels reports them
+    with the chart's allowlist."""
+    expr = dashboards.FLEET.panels[0].queries[0][0].replace("$pool", ".*")
+    assert "DCGM_FI_DEV_GPU_UTIL" in expr
+    node_labels = "kube_node_labels{{node=\"{node}\", label_gpu_platform_io_pool=\"{pool}\", instance=\"{i}\"}}"
+    series = [
+        {"series": 'DCGM_FI_DEV_GPU_UTIL{Hostname="n1", gpu="0"}', "values": "80"},
+        {"series": 'DCGM_FI_DEV_GPU_UTIL{Hostname="n1", gpu="1"}', "values": "40"},
+        {"series": 'DCGM_FI_DEV_GPU_UTIL{Hostname="n2", gpu="0"}', "values": "10"},
+        *({"series": node_labels.format(node=n, pool=p, i=i), "values": "1"}
+          for n, p in (("n1", "h100"), ("n2", "a100")) for i in ("ksm-a", "ksm-b")),
+    ]
+    (tmp_path / "empty.yaml").write_text("groups: []\n")
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({
+        "rule_files": ["empty.yaml"], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [{
+            "expr": expr, "eval_time": "0m",
+            "exp_samples": [{"labels": '{label_gpu_platform_io_pool="h100"}', "value": 60},
+                            {"labels": '{label_gpu_platform_io_pool="a100"}', "value": 10}]}]}],
+    }))
+    result = run_promtool("test", "rules", "test.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+

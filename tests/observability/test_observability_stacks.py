@@ -156,6 +156,12 @@ def test_eks_scrapes_and_alerts_on_no_control_plane_part_it_cannot_reach() -> No
     assert all(defaults["defaultRules"]["rules"][rule] is True for rule in EKS_HIDDEN_RULES)
 
 
+def test_the_chart_s_kube_state_metrics_exports_each_node_s_pool_label() -> None:
+    # The fleet dashboard's per-pool panels join on kube_node_labels' label_gpu_platform_io_pool.
+    values = _prometheus_values(_stack("dev-aws"))
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpu-platform.io/pool]"]
+
+
 def test_an_existing_cluster_keeps_the_chart_s_control_plane_scrapes() -> None:
     values = _prometheus_values(synthesize_onprem(onprem_platform()))
     assert not set(EKS_HIDDEN) & set(values) and "defaultRules" not in values
@@ -165,25 +171,41 @@ def test_an_existing_cluster_keeps_the_chart_s_control_plane_scrapes() -> None:
 # (templates/_helpers.tpl kueue.selectorLabels) and its metrics container port (manager.yaml).
 KUEUE_MANAGER_POD = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": "kueue", "control-plane": "controller-manager"}
 KUEUE_MANAGER_PORTS = {"metrics": 8443, "webhook-server": 9443, "visibility": 8082}
+# kubernetes-sigs/jobset@v0.12.0 charts/jobset, release `jobset`: the controller pod's labels
+# (jobset.controller.labels: the selector labels, component controller, plus chart and version
+# labels), its container ports (templates/controller/deployment.yaml), the metrics Service's
+# labels and port (templates/prometheus/manager_metrics_service.yaml) and the metrics reader
+# ClusterRole (templates/rbac/auth_proxy_client_clusterrole.yaml).
+JOBSET_CONTROLLER_POD = {"app.kubernetes.io/name": "jobset", "app.kubernetes.io/instance": "jobset",
+                         "app.kubernetes.io/component": "controller", "app.kubernetes.io/managed-by": "Helm"}
+JOBSET_CONTROLLER_PORTS = {"metrics": 8443, "webhook": 9443, "health-probe": 8081}
+JOBSET_METRICS_SERVICE = {"labels": {"app.kubernetes.io/name": "jobset", "app.kubernetes.io/instance": "jobset",
+                                     "app.kubernetes.io/component": "controller"}, "ports": {"https": 8443}}
+# (namespace, pod labels, container ports, metrics reader ClusterRole) per https target.
+HTTPS_TARGETS = {
+    "kueue": (charts.KUEUE.namespace, KUEUE_MANAGER_POD, KUEUE_MANAGER_PORTS, "kueue-metrics-reader"),
+    "jobset": (charts.JOBSET.namespace, JOBSET_CONTROLLER_POD, JOBSET_CONTROLLER_PORTS, "jobset-metrics-reader"),
+}
 
 
-def _kueue_scrape_problems(objs: list[dict[str, Any]]) -> list[str]:
-    """Follows what GMP's collector and Kueue's metrics filter do with the Kueue PodMonitoring:
-    select the manager pod and port, read the token Secret (same namespace, the collector's
-    own RBAC), and send a token whose account may GET /metrics (kueue-metrics-reader)."""
+def _https_scrape_problems(objs: list[dict[str, Any]], target: str) -> list[str]:
+    """Follows what GMP's collector and controller-runtime's metrics filter do with the target's
+    PodMonitoring: select the manager pod and port, read the token Secret (same namespace, the
+    collector's own RBAC), and send a token whose account may GET /metrics (the chart's reader)."""
+    namespace, pod, ports, reader = HTTPS_TARGETS[target]
     def find(kind: str, name: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
         return [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
                 and (namespace is None or o["metadata"].get("namespace") == namespace)]
-    monitors = find("PodMonitoring", namespace=charts.KUEUE.namespace)
+    monitors = find("PodMonitoring", namespace=namespace)
     if len(monitors) != 1:
-        return ["no PodMonitoring in Kueue's namespace"]
+        return [f"no PodMonitoring in {target}'s namespace"]
     monitor = monitors[0]
     ns = monitor["metadata"]["namespace"]
     problems = []
-    if any(KUEUE_MANAGER_POD.get(k) != v for k, v in monitor["spec"]["selector"]["matchLabels"].items()):
-        problems.append("the selector misses Kueue's manager pod")
+    if any(pod.get(k) != v for k, v in monitor["spec"]["selector"]["matchLabels"].items()):
+        problems.append(f"the selector misses {target}'s manager pod")
     [endpoint] = monitor["spec"]["endpoints"]
-    if KUEUE_MANAGER_PORTS.get(endpoint["port"]) != 8443 or endpoint.get("scheme") != "https":
+    if ports.get(endpoint["port"]) != 8443 or endpoint.get("scheme") != "https":
         problems.append("not the https metrics port")
     ref = endpoint["authorization"]["credentials"]["secret"]
     if ref.get("namespace", ns) != ns:
@@ -194,10 +216,10 @@ def _kueue_scrape_problems(objs: list[dict[str, Any]]) -> list[str]:
     account = secrets[0]["metadata"]["annotations"]["kubernetes.io/service-account.name"]
     if not find("ServiceAccount", account, ns):
         problems.append("the token's ServiceAccount is missing")
-    readers = [b for b in find("ClusterRoleBinding") if b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kueue-metrics-reader"}
+    readers = [b for b in find("ClusterRoleBinding") if b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader}
                and {"kind": "ServiceAccount", "name": account, "namespace": ns} in b["subjects"]]
     if not readers:
-        problems.append("the token's account may not GET Kueue's /metrics")
+        problems.append(f"the token's account may not GET {target}'s /metrics")
     roles = {r["metadata"]["name"] for r in find("Role", namespace=ns)
              if any("secrets" in rule["resources"] and {"get", "watch"} <= set(rule["verbs"])
                     and ref["name"] in rule.get("resourceNames", [ref["name"]]) for rule in r["rules"])}
@@ -208,21 +230,60 @@ def _kueue_scrape_problems(objs: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def test_gke_scrapes_kueue_with_a_token_that_may_read_its_metrics() -> None:
+@pytest.mark.parametrize("target", sorted(HTTPS_TARGETS))
+def test_gke_scrapes_the_https_controller_with_a_token_that_may_read_its_metrics(target: str) -> None:
     objs = _stack("dev-gcp").kubernetes_objects()
-    assert _kueue_scrape_problems(objs) == []
-    [monitor] = [o for o in objs if o["kind"] == "PodMonitoring"]
+    assert _https_scrape_problems(objs, target) == []
+    [monitor] = [o for o in objs if o["kind"] == "PodMonitoring" and o["metadata"]["namespace"] == HTTPS_TARGETS[target][0]]
     jsonschema.validate(monitor, crd_schema(monitor["apiVersion"], monitor["kind"]))
 
 
-def test_without_the_collector_s_secret_access_the_kueue_scrape_is_reported() -> None:
-    objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "RoleBinding" or "collector" not in str(o["subjects"])]
-    assert _kueue_scrape_problems(objs) == ["GMP's collector may not read the token Secret"]
+@pytest.mark.parametrize("target", sorted(HTTPS_TARGETS))
+def test_without_the_collector_s_secret_access_the_scrape_is_reported(target: str) -> None:
+    objs = [o for o in _stack("dev-gcp").kubernetes_objects()
+            if o["kind"] != "RoleBinding" or "collector" not in str(o["subjects"]) or o["metadata"]["namespace"] != HTTPS_TARGETS[target][0]]
+    assert _https_scrape_problems(objs, target) == ["GMP's collector may not read the token Secret"]
 
 
-def test_without_the_metrics_reader_binding_the_kueue_scrape_is_reported() -> None:
-    objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "kueue-scraper" not in o["metadata"]["name"]]
-    assert _kueue_scrape_problems(objs) == ["the token's account may not GET Kueue's /metrics"]
+@pytest.mark.parametrize("target", sorted(HTTPS_TARGETS))
+def test_without_the_metrics_reader_binding_the_scrape_is_reported(target: str) -> None:
+    objs = [o for o in _stack("dev-gcp").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or f"{target}-scraper" not in o["metadata"]["name"]]
+    assert _https_scrape_problems(objs, target) == [f"the token's account may not GET {target}'s /metrics"]
+
+
+def _jobset_service_monitor_problems(objs: list[dict[str, Any]]) -> list[str]:
+    """What the operator and JobSet's metrics filter do with the chart's JobSet ServiceMonitor:
+    select the metrics Service in JobSet's namespace by its labels and its https port, send
+    Prometheus's own token, which must be bound to the chart's metrics reader role."""
+    monitors = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"].get("namespace") == charts.JOBSET.namespace]
+    if len(monitors) != 1:
+        return ["no ServiceMonitor in JobSet's namespace"]
+    spec = monitors[0]["spec"]
+    problems = []
+    if any(JOBSET_METRICS_SERVICE["labels"].get(k) != v for k, v in spec["selector"]["matchLabels"].items()):
+        problems.append("the selector misses JobSet's metrics Service")
+    [endpoint] = spec["endpoints"]
+    if JOBSET_METRICS_SERVICE["ports"].get(endpoint["port"]) != 8443 or endpoint.get("scheme") != "https":
+        problems.append("not the https metrics port")
+    if endpoint.get("bearerTokenFile") != "/var/run/secrets/kubernetes.io/serviceaccount/token":
+        problems.append("no token: the metrics filter refuses the scrape")
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
+    if not any(o["kind"] == "ClusterRoleBinding" and o["roleRef"]["name"] == "jobset-metrics-reader" and prometheus in o["subjects"]
+               for o in objs):
+        problems.append("Prometheus's account may not GET JobSet's /metrics")
+    return problems
+
+
+def test_the_chart_s_prometheus_scrapes_jobset_s_controller_with_its_own_token() -> None:
+    objs = _stack("dev-aws").kubernetes_objects()
+    assert _jobset_service_monitor_problems(objs) == []
+    [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "jobset"]
+    jsonschema.validate(monitor, crd_schema(monitor["apiVersion"], monitor["kind"]))
+
+
+def test_without_prometheus_s_jobset_reader_binding_the_jobset_scrape_is_reported() -> None:
+    objs = [o for o in _stack("dev-aws").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "jobset" not in o["metadata"]["name"]]
+    assert _jobset_service_monitor_problems(objs) == ["Prometheus's account may not GET JobSet's /metrics"]
 
 
 def test_gke_with_the_chart_runs_nvidia_s_exporter_in_the_namespace_its_service_monitor_names() -> None:

@@ -123,17 +123,21 @@ def test_members_cannot_delete_claims_so_no_team_strands_its_data_volume(synthes
 
 
 def test_only_the_admins_are_bound_cluster_wide(synthesized: Synthesized) -> None:
-    # On GKE besides the admins only Kueue's metrics scraper, to read /metrics (docs/observability.md).
-    binding, scraper = sorted(_not_the_fleet_manager(kinds(synthesized("prod-gcp"), "ClusterRoleBinding")), key=lambda b: b["metadata"]["name"] != tenancy.ADMINS_BINDING)
-    assert scraper["roleRef"]["name"] == "kueue-metrics-reader"
-    assert scraper["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-platform-kueue-scraper", "namespace": "kueue-system"}]
-    assert binding["metadata"]["name"] == tenancy.ADMINS_BINDING
+    # On GKE besides the admins only Kueue's and JobSet's metrics scrapers, to read /metrics
+    # (docs/observability.md).
+    bindings = _not_the_fleet_manager(kinds(synthesized("prod-gcp"), "ClusterRoleBinding"))
+    [binding] = [b for b in bindings if b["metadata"]["name"] == tenancy.ADMINS_BINDING]
+    scrapers = {b["roleRef"]["name"]: b["subjects"] for b in bindings if b is not binding}
+    assert scrapers == {
+        "kueue-metrics-reader": [{"kind": "ServiceAccount", "name": "gpu-platform-kueue-scraper", "namespace": "kueue-system"}],
+        "jobset-metrics-reader": [{"kind": "ServiceAccount", "name": "gpu-platform-jobset-scraper", "namespace": "jobset-system"}],
+    }
     assert binding["roleRef"]["name"] == "cluster-admin"
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "platform-admins@example.com"}]
-    # Besides the admins, only Prometheus's account, to read Kueue's /metrics (docs/observability.md).
-    [reader] = _not_the_fleet_manager(kinds(synthesized("prod-aws"), "ClusterRoleBinding"))
-    assert reader["roleRef"]["name"] == "kueue-metrics-reader"
-    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+    # Besides the admins, only Prometheus's account, to read Kueue's and JobSet's /metrics (docs/observability.md).
+    readers = _not_the_fleet_manager(kinds(synthesized("prod-aws"), "ClusterRoleBinding"))
+    assert {r["roleRef"]["name"] for r in readers} == {"kueue-metrics-reader", "jobset-metrics-reader"}
+    assert all(r["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}] for r in readers)
 
 
 def test_gke_binds_google_groups_through_the_security_group_and_lets_members_fetch_credentials(

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from trainer import fabric
 from trainer.fabric import MIB, Sample, Transport
 
 if TYPE_CHECKING:
-    from conftest import Harness
+    from conftest import Harness, Run
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
 # Small sizes keep the gloo probe quick on shared CPUs: 1 MiB and 4 MiB.
@@ -185,3 +189,56 @@ def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
     assert "(--fabric-check warn: training anyway)" in run.output()
     report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
     assert report["passed"] is False and report["floor_gbps"] == 1e6
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
+    """The fabric series rank 0's endpoint serves, read while the run lasts (the endpoint ends
+    with the process); empty if the run ended before one read found them."""
+    while running.is_alive():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            time.sleep(0.02)
+            continue
+        found = {f"{s.name}{{{s.labels.get('check', '')},{s.labels.get('transport', '')}}}": s.value
+                 for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name.startswith("trainer_fabric_")}
+        if found:
+            return found
+    return {}
+
+
+def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # warn trains on a fabric enforce would refuse; a floor no CPU reaches makes the verdict fail.
+    port = _free_port()
+    monkeypatch.setitem(harness.env, "TRAINER_METRICS_PORT", str(port))
+    failures: list[BaseException] = []
+    runs: list[Run] = []
+
+    def run() -> None:
+        try:
+            runs.append(harness.run_nodes("fabric-metrics", nodes=2, nproc_per_node=1, fabric_check="warn",
+                              fabric_floor_gbps=1e6, **{**PROBE, "max_steps": 20, "checkpoint_every": 20}))
+        except BaseException as error:  # noqa: BLE001 - re-raised below, in the test's thread
+            failures.append(error)
+
+    running = threading.Thread(target=run)
+    running.start()
+    series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
+    running.join()
+    assert not failures, failures
+    report = next(r["fabric"] for r in runs[0].metrics() if r["event"] == "train")
+    assert series, f"the endpoint never served the fabric series; log:\n{runs[0].output()[-3000:]}"
+    assert series["trainer_fabric_bus_bandwidth_bytes_per_second{warn,none}"] == report["busbw_gbps"] * 1e9
+    assert series["trainer_fabric_check_passed{warn,none}"] == 0
+    assert series["trainer_fabric_floor_bytes_per_second{,}"] == 1e15
+    assert series["trainer_fabric_probe_size_bytes{,}"] == 4 * MIB

@@ -24,25 +24,32 @@ class Shape:
     max_steps: int = 100
     attempt: int = 1
     started: float = 0.0
+    fabric: dict[str, object] | None = None
+
+
+# trainer.fabric.Report.record() of a warn run over gloo whose bandwidth missed its floor.
+MISSED_FLOOR: dict[str, object] = {"check": "warn", "transport": "none", "busbw_gbps": 1.25,
+                                   "size_bytes": 4 << 20, "floor_gbps": 100.0, "passed": False, "samples": []}
 
 
 def _samples(registry: CollectorRegistry) -> dict[str, float]:
     text = generate_latest(registry).decode()
     return {
-        sample.name + (f"{{{sample.labels['cause']}}}" if "cause" in sample.labels else ""): sample.value
+        sample.name + (f"{{{sample.labels['cause']}}}" if "cause" in sample.labels else "")
+        + (f"{{{sample.labels['check']},{sample.labels['transport']}}}" if "check" in sample.labels else ""): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
         if not sample.name.endswith("_created")
     }
 
 
-def _exporter(started_ago: float = 0.0) -> tuple[Exporter, CollectorRegistry]:
+def _exporter(started_ago: float = 0.0, fabric: dict[str, object] | None = None) -> tuple[Exporter, CollectorRegistry]:
     registry = CollectorRegistry()
-    return Exporter(Shape(started=time.perf_counter() - started_ago), registry), registry
+    return Exporter(Shape(started=time.perf_counter() - started_ago, fabric=fabric), registry), registry
 
 
 def test_the_endpoint_publishes_exactly_the_names_the_platform_knows() -> None:
-    exporter, registry = _exporter()
+    exporter, registry = _exporter(fabric=MISSED_FLOOR)
     exporter.log_step(1, 2.5, 2.7)
     names = {name.split("{")[0] for name in _samples(registry)}
     assert names == set(METRIC_NAMES) == set(TRAINER)
@@ -111,3 +118,24 @@ def test_no_port_or_another_rank_serves_nothing(monkeypatch: pytest.MonkeyPatch)
     assert not isinstance(metrics_server.start(Shape(), is_main=True), Exporter)
     monkeypatch.setenv(metrics_server.PORT_ENV, "9999")
     assert not isinstance(metrics_server.start(Shape(), is_main=False), Exporter)
+
+
+def test_the_fabric_probe_s_result_is_published_in_bytes_per_second_with_its_verdict() -> None:
+    _, registry = _exporter(fabric=MISSED_FLOOR)
+    samples = _samples(registry)
+    assert samples["trainer_fabric_bus_bandwidth_bytes_per_second{warn,none}"] == 1.25e9
+    assert samples["trainer_fabric_floor_bytes_per_second"] == 100e9
+    assert samples["trainer_fabric_probe_size_bytes"] == 4 << 20
+    assert samples["trainer_fabric_check_passed{warn,none}"] == 0
+
+
+def test_a_run_the_gate_did_not_probe_has_no_fabric_series() -> None:
+    _, registry = _exporter()
+    assert not {name.split("{")[0] for name in _samples(registry)} & metrics_server.FABRIC_NAMES
+
+
+def test_a_probe_without_a_floor_publishes_no_floor() -> None:
+    _, registry = _exporter(fabric={**MISSED_FLOOR, "floor_gbps": None, "passed": True})
+    samples = _samples(registry)
+    assert "trainer_fabric_floor_bytes_per_second" not in samples
+    assert samples["trainer_fabric_check_passed{warn,none}"] == 1

@@ -13,13 +13,17 @@ counters say so by never crediting them. Badput the trainer sees is split by cau
 (process start to first step, including the model build, restore and rendezvous), checkpoint
 saves, evaluation, and data stalls: host time blocked on the data loader (trainer.train measures
 it around each step's batch fetch), which is not credited as step time even once committed.
+
+The fabric gate's result (trainer.fabric), where it ran: the bus bandwidth at the probe's largest
+size, the floor, and whether it passed, labelled with the mode and NCCL's transport.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
@@ -48,8 +52,18 @@ METRIC_NAMES: frozenset[str] = frozenset(
         "trainer_badput_seconds_total",
         "trainer_goodput_ratio",
         "trainer_job_start_timestamp_seconds",
+        "trainer_fabric_bus_bandwidth_bytes_per_second",
+        "trainer_fabric_probe_size_bytes",
+        "trainer_fabric_floor_bytes_per_second",
+        "trainer_fabric_check_passed",
     }
 )
+# The fabric gate's series (trainer.fabric): only a run the gate probed has them (multi-node,
+# --fabric-check warn or enforce), and the floor only where --fabric-floor-gbps is set. In base
+# units (bytes per second), as Prometheus's naming practices ask
+# (https://prometheus.io/docs/practices/naming/, "Base units"); the gate's GB/s are 1e9 bytes/s.
+FABRIC_NAMES: frozenset[str] = frozenset(name for name in METRIC_NAMES if name.startswith("trainer_fabric_"))
+GBPS = 1e9
 
 # The `cause` label values of trainer_badput_seconds_total, each present from the start.
 BADPUT_CAUSES: tuple[str, ...] = ("startup", "checkpoint_save", "eval", "data_stall")
@@ -66,6 +80,8 @@ class StepShape(Protocol):
     max_steps: int
     attempt: int
     started: float
+    # trainer.fabric.Report.record() of the gate, None where it did not run.
+    fabric: dict[str, object] | None
 
 
 class Exporter:
@@ -107,6 +123,8 @@ class Exporter:
         for cause in BADPUT_CAUSES:
             self.badput.labels(cause)
         self.step.set(shape.start_step)
+        if shape.fabric is not None:
+            _fabric_series(shape.fabric, g)
 
     def _tick(self, now: float) -> None:
         self.wall.inc(now - self._wall_counted)
@@ -152,6 +170,25 @@ class Exporter:
         # The save's wall time is not a step's.
         self._mark_time += seconds
         self._tick(time.perf_counter())
+
+
+def _fabric_series(report: dict[str, object], g: Callable[..., Gauge]) -> None:
+    """The gate's verdict, set once: it ran before the first step and does not run again. The
+    bandwidth is the largest probe size's, the one the floor is judged at (trainer.fabric.verdict);
+    `check` (warn, enforce) and `transport` (NCCL's network names, "none" under gloo) label the
+    bandwidth and the verdict. Under enforce a failed gate stops the job before this endpoint
+    starts, so `passed` 0 is a warn run training on a fabric it would have refused."""
+    labels = {"check": str(report["check"]), "transport": str(report["transport"])}
+    g("trainer_fabric_bus_bandwidth_bytes_per_second",
+      "All-reduce bus bandwidth of the fabric probe at its largest size (nccl-tests busbw).",
+      tuple(labels)).labels(**labels).set(float(cast(float, report["busbw_gbps"])) * GBPS)
+    g("trainer_fabric_probe_size_bytes", "Bytes per rank of the probe's largest all-reduce.").set(
+        float(cast(int, report["size_bytes"])))
+    if report["floor_gbps"] is not None:
+        g("trainer_fabric_floor_bytes_per_second", "The bus bandwidth floor the probe was judged against "
+          "(--fabric-floor-gbps).").set(float(cast(float, report["floor_gbps"])) * GBPS)
+    g("trainer_fabric_check_passed", "1 when the fabric gate passed (fabric transport, bandwidth over "
+      "the floor), 0 when it found a problem.", tuple(labels)).labels(**labels).set(1.0 if report["passed"] else 0.0)
 
 
 class _Off:

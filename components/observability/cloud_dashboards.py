@@ -1,0 +1,97 @@
+"""The dashboards as Cloud Monitoring dashboards, for GKE's managed backend (no Grafana there).
+
+Derived from the Grafana boards (components.observability.dashboards): the same panels, titles
+and PromQL, so the queries have one source. A Cloud Monitoring dashboard charts PromQL with
+`xyChart.dataSets[].timeSeriesQuery.prometheusQuery` (Cloud Monitoring API v1, projects.dashboards:
+Dashboard, MosaicLayout, Tile, Widget, XyChart, DataSet, TimeSeriesQuery;
+https://cloud.google.com/monitoring/api/ref_v3/rest/v1/projects.dashboards, and "Example
+dashboards and layouts", https://cloud.google.com/monitoring/dashboards/api-examples, "Using MQL
+or PromQL with the API"). Only the queries whose series GKE's managed collection has are kept:
+a query naming a series only the chart's exporters publish (kube_node_labels, the XID and ECC
+counters, node exporter) or a record GKE's ClusterRules leave out (rules.NOT_ON_GKE) would chart
+nothing, so it is left out, and a panel left without queries with it.
+
+Grafana's variables have no counterpart here: each `$variable` matches everything (`.*`), and
+every team, job or pool is a series of its own (the legend tells them apart). The dashboard pins
+the filter `cluster` to the stack's cluster (DashboardFilter, filterType RESOURCE_LABEL: GMP
+writes the cluster as the `cluster` label of the prometheus_target resource); Cloud Monitoring
+applies a pinned filter only to widgets whose data carries that label ("Create and manage
+variables and pinned filters", https://cloud.google.com/monitoring/dashboards/filter-permanent),
+so a chart that aggregates the label away sums over every cluster writing to the project.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from components.facts.metrics import published
+from components.observability.dashboards import BOARDS, Board
+from components.observability.rules import NOT_ON_GKE
+
+# MosaicLayout: a grid of at most 48 columns; two charts side by side.
+COLUMNS = 48
+TILE_WIDTH = 24
+TILE_HEIGHT = 16
+# Series that exist with the chart but not on GKE's managed collection, as tokens of a query.
+ABSENT_ON_GKE: frozenset[str] = (published("kube-prometheus-stack") - published("managed")) | frozenset(NOT_ON_GKE)
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+# Grafana's legend `{{label}}`; DataSet.legendTemplate interpolates `${label}`.
+_LEGEND = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+
+
+def on_gke(expr: str) -> bool:
+    """Whether every series `expr` reads exists on GKE's managed backend. A label or function
+    name never equals a metric name of the chart's exporters, so tokens are enough here; the
+    tests parse the kept and the dropped queries as PromQL and check both ways."""
+    return not set(_NAME.findall(expr)) & ABSENT_ON_GKE
+
+
+def _concrete(expr: str, board: Board) -> str:
+    """`expr` with each of the board's variables matching everything."""
+    for name, _ in board.variables:
+        expr = re.sub(rf"\${name}\b", ".*", expr)
+    return expr
+
+
+def widgets(board: Board) -> list[dict[str, Any]]:
+    """One xyChart per panel that keeps a query on GKE."""
+    charts = []
+    for panel in board.panels:
+        data_sets = [
+            {
+                "timeSeriesQuery": {"prometheusQuery": _concrete(expr, board)},
+                "plotType": "LINE",
+                "targetAxis": "Y1",
+                "legendTemplate": _LEGEND.sub(r"${\1}", legend),
+            }
+            for expr, legend in panel.queries
+            if on_gke(expr)
+        ]
+        if data_sets:
+            charts.append({"title": panel.title, "xyChart": {"dataSets": data_sets, "yAxis": {"scale": "LINEAR"}}})
+    return charts
+
+
+def dashboard(board: Board, cluster: str) -> dict[str, Any] | None:
+    """The Dashboard resource's JSON; None when no panel of the board has its series on GKE."""
+    charts = widgets(board)
+    if not charts:
+        return None
+    per_row = COLUMNS // TILE_WIDTH
+    tiles = [
+        {"xPos": (i % per_row) * TILE_WIDTH, "yPos": (i // per_row) * TILE_HEIGHT,
+         "width": TILE_WIDTH, "height": TILE_HEIGHT, "widget": widget}
+        for i, widget in enumerate(charts)
+    ]
+    return {
+        "displayName": f"{board.title} ({cluster})",
+        "dashboardFilters": [{"labelKey": "cluster", "filterType": "RESOURCE_LABEL", "stringValue": cluster}],
+        "mosaicLayout": {"columns": COLUMNS, "tiles": tiles},
+    }
+
+
+def dashboards(cluster: str) -> dict[str, dict[str, Any]]:
+    """The boards GKE can show, by the Grafana board's uid."""
+    built = {board.uid: dashboard(board, cluster) for board in BOARDS}
+    return {uid: doc for uid, doc in built.items() if doc is not None}

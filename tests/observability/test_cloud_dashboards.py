@@ -1,0 +1,139 @@
+"""GKE's managed backend: the boards as Cloud Monitoring dashboards, in the shape the Cloud
+Monitoring API's Dashboard resource takes (projects.dashboards, v1: displayName, a mosaicLayout
+of tiles within its columns, widgets charting PromQL through xyChart dataSets), from the Grafana
+boards' own queries, and only those GKE has the series for."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from promql_names import metric_names, unknown_metrics
+from test_backend_metrics import _gcp_platform, _groups, _recorded
+from test_observability_stacks import _gke_with_the_chart, _stack
+
+from components.observability import cloud_dashboards, dashboards
+from components.observability.dashboards import BOARDS, Board
+
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+# API enums (projects.dashboards: XyChart.DataSet.PlotType, TargetAxis; Axis.Scale;
+# DashboardFilter.FilterType).
+PLOT_TYPES = {"LINE", "STACKED_AREA", "STACKED_BAR", "HEATMAP"}
+TARGET_AXES = {"Y1", "Y2"}
+SCALES = {"LINEAR", "LOG10"}
+FILTER_TYPES = {"RESOURCE_LABEL", "METRIC_LABEL", "USER_METADATA_LABEL", "SYSTEM_METADATA_LABEL", "GROUP"}
+TILE_FIELDS = {"xPos", "yPos", "width", "height", "widget"}
+
+
+def _gke_recorded() -> list[str]:
+    """What dev-gcp's ClusterRules record (its pools are priced, so the $ records are there)."""
+    return _recorded(_groups(_gcp_platform()))
+
+
+def _shape_problems(doc: dict[str, Any]) -> list[str]:
+    problems = []
+    if not isinstance(doc.get("displayName"), str) or not doc["displayName"]:
+        problems.append("displayName")
+    layout = doc.get("mosaicLayout", {})
+    if not 1 <= layout.get("columns", 0) <= 48:
+        problems.append("mosaicLayout.columns")
+    cells: set[tuple[int, int]] = set()
+    for i, tile in enumerate(layout.get("tiles", [])):
+        if set(tile) != TILE_FIELDS:
+            problems.append(f"tile {i} fields {sorted(tile)}")
+            continue
+        if tile["xPos"] + tile["width"] > layout["columns"]:
+            problems.append(f"tile {i} past the columns")
+        mine = {(x, y) for x in range(tile["xPos"], tile["xPos"] + tile["width"])
+                for y in range(tile["yPos"], tile["yPos"] + tile["height"])}
+        if mine & cells:
+            problems.append(f"tile {i} overlaps another")
+        cells |= mine
+        chart = tile["widget"].get("xyChart", {})
+        if not tile["widget"].get("title") or not chart.get("dataSets"):
+            problems.append(f"tile {i} has no title or data sets")
+        if chart.get("yAxis", {}).get("scale", "LINEAR") not in SCALES:
+            problems.append(f"tile {i} yAxis.scale")
+        for data_set in chart.get("dataSets", []):
+            query = data_set.get("timeSeriesQuery", {})
+            if set(query) != {"prometheusQuery"} or not query["prometheusQuery"]:
+                problems.append(f"tile {i} timeSeriesQuery {query}")
+            if data_set.get("plotType") not in PLOT_TYPES or data_set.get("targetAxis") not in TARGET_AXES:
+                problems.append(f"tile {i} plotType/targetAxis")
+    for f in doc.get("dashboardFilters", []):
+        if not f.get("labelKey") or f.get("filterType") not in FILTER_TYPES:
+            problems.append(f"dashboardFilter {f}")
+    return problems
+
+
+def _queries(doc: dict[str, Any]) -> list[str]:
+    return [d["timeSeriesQuery"]["prometheusQuery"] for t in doc["mosaicLayout"]["tiles"] for d in t["widget"]["xyChart"]["dataSets"]]
+
+
+@pytest.mark.parametrize("stack", ["dev-gcp", "prod-gcp"])
+def test_the_managed_gcp_stacks_declare_a_dashboard_per_board_in_the_api_s_shape(stack: str) -> None:
+    declared = _stack(stack).by_type(DASHBOARD)
+    assert len(declared) == len(BOARDS)
+    for resource in declared:
+        doc = json.loads(resource["inputs"]["dashboardJson"])
+        assert _shape_problems(doc) == [], resource["name"]
+
+
+def test_a_dashboard_with_a_tile_past_its_columns_is_caught() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.JOB_VIEW, "c")
+    assert doc is not None
+    doc["mosaicLayout"]["tiles"][0]["xPos"] = 40
+    assert "tile 0 past the columns" in _shape_problems(doc)
+
+
+def test_gke_with_the_chart_ships_grafana_s_config_maps_and_no_cloud_dashboard() -> None:
+    assert _gke_with_the_chart().by_type(DASHBOARD) == []
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_every_kept_query_names_only_series_gke_exports(board: Board) -> None:
+    doc = cloud_dashboards.dashboard(board, "c")
+    assert doc is not None
+    assert unknown_metrics(_queries(doc), _gke_recorded(), backend="managed") == []
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_every_left_out_query_names_a_series_gke_lacks(board: Board) -> None:
+    left_out = [q for q in dashboards.queries(board) if not cloud_dashboards.on_gke(q)]
+    assert all(unknown_metrics([q], _gke_recorded(), backend="managed") for q in left_out), left_out
+
+
+def test_the_per_pool_and_xid_panels_are_left_out_on_gke() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.FLEET, "c")
+    assert doc is not None
+    titles = {t["widget"]["title"] for t in doc["mosaicLayout"]["tiles"]}
+    assert "GPU utilization" in titles
+    assert not {t for t in titles if "per pool" in t or "XID" in t or "ECC" in t}
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_the_queries_are_the_grafana_board_s_with_its_variables_matching_everything(board: Board) -> None:
+    doc = cloud_dashboards.dashboard(board, "c")
+    assert doc is not None
+    expected = [q for q in dashboards.queries(board) if cloud_dashboards.on_gke(q)]
+    variables = [name for name, _ in board.variables]
+    for query in expected:
+        metric_names(query)
+    assert _queries(doc) == [re.sub(r"\$(" + "|".join(variables) + r")\b", ".*", q) for q in expected]
+    assert not any(f"${name}" in q for q in _queries(doc) for name in variables)
+
+
+def test_legends_interpolate_labels_as_cloud_monitoring_does() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.JOB_VIEW, "c")
+    assert doc is not None
+    legends = [d["legendTemplate"] for t in doc["mosaicLayout"]["tiles"] for d in t["widget"]["xyChart"]["dataSets"]]
+    assert "train ${jobset}" in legends and not any("{{" in legend for legend in legends)
+
+
+def test_the_dashboard_is_pinned_to_the_stack_s_cluster() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.QUEUES, "gpu-dev")
+    assert doc is not None
+    assert doc["dashboardFilters"] == [{"labelKey": "cluster", "filterType": "RESOURCE_LABEL", "stringValue": "gpu-dev"}]
+    assert doc["displayName"] == "Queues (gpu-dev)"
