@@ -248,7 +248,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         rows = read_rows(args.trace) if args.trace else None
         if rows is not None:
             check_rows(rows, str(args.trace))
-        reviews, sha = trees.collect(args.base, args.stacks)
+        reviews, sha = trees.collect(args.base, args.stacks, skip_unchanged=rows is None)
     except trees.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

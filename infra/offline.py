@@ -24,11 +24,8 @@ def synthesize(
     """
     if root is None:
         root = stackfile.root_for(ref)
-    stack_file = stackfile.read(ref, root)
-    spec = stack_file.spec()
+    stack_file, spec = checked(ref, root)
     context = trainer_image.context_of(root)
-    if spec.trainer.image == "build" and spec.cloud != "existing" and context is None:
-        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
     try:
         result = synth.run(
             functools.partial(program.run, context),
@@ -41,6 +38,16 @@ def synthesize(
         # Problems only the (mock) cloud reveals, such as zones without the instance type.
         raise SpecError(stack_file.source, exc.problems) from None
     return stack_file, spec, result
+
+
+def checked(ref: str, root: Path | None) -> tuple[stackfile.StackFile, PlatformSpec]:
+    """The stack file read and its spec checked, as a synthesis does before the program runs:
+    raises the StackFileError or SpecError the synthesis would."""
+    stack_file = stackfile.read(ref, root)
+    spec = stack_file.spec()
+    if spec.trainer.image == "build" and spec.cloud != "existing" and trainer_image.context_of(root) is None:
+        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
+    return stack_file, spec
 
 
 @dataclasses.dataclass(frozen=True)
