@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from components.jobs import renderer
-from components.spec import SpecError, stack_file_schema
+from components.spec import PlatformSpec, SpecError, stack_file_schema
 from infra import offline, output_folder, stackfile, synth, yamlfile
 from components.fleet import job as fleet_job
 from components.spec.fleet import worker_stack
@@ -29,6 +30,9 @@ from infra.tools import parallel, summary
 
 if TYPE_CHECKING:
     from infra.tools import check
+
+    # What checking one stack gives: its reports, ("invalid", the error text), or the exception.
+    Outcome = list[check.StackReport] | tuple[str, str] | Exception
 
 # check, review and simulate import their tools (the schema validators, the simulator) in the
 # command, so that a synth does not pay for them: about 0.25 s of a 3 s synth.
@@ -150,30 +154,44 @@ def cmd_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_one(ref: str) -> list[check.StackReport] | tuple[str, str] | Exception:
+# A stack's synthesis kept for a fleet manager of the same run: its spec and synthesis, by path.
+Known = dict[Path, tuple[PlatformSpec, synth.Synthesis]]
+
+
+def _check_one(ref: str, known: Known | None = None, keep: bool = False) -> tuple[Outcome, Known]:
     """One stack's reports (a fleet manager's: its own and its workers'), or ("invalid", its
     error text), or the unexpected exception it raised: plain values, so a worker process can
-    hand them back."""
+    hand them back; with `keep`, beside it the stack's synthesis for the fleet managers."""
     from infra.tools import check, fleet_check
 
     try:
         if _is_fleet(ref):
-            return list(fleet_check.check_fleet(offline.synthesize_fleet(ref)))
-        _, spec, result = offline.synthesize(ref)
+            return list(fleet_check.check_fleet(offline.synthesize_fleet(ref, known=known))), {}
+        stack_file, spec, result = offline.synthesize(ref)
     except SpecError as exc:
-        return ("invalid", exc.render())
+        return ("invalid", exc.render()), {}
     except (stackfile.StackFileError, yamlfile.YamlError) as exc:
-        return ("invalid", f"error: {exc}")
+        return ("invalid", f"error: {exc}"), {}
     except Exception as exc:  # noqa: BLE001 - raised by the caller at this stack's turn
-        return exc
+        return exc, {}
+    kept: Known = {stack_file.path.resolve(): (spec, result)} if keep else {}
     try:
-        return [check.check_synthesis(spec, result)]
+        return [check.check_synthesis(spec, result)], kept
     except Exception as exc:  # noqa: BLE001 - as above
-        return exc
+        return exc, kept
 
 
-def _check_group(refs: list[str]) -> list[list[check.StackReport] | tuple[str, str] | Exception]:
-    return [_check_one(ref) for ref in refs]
+def _check_group(refs: list[str], known: Known | None = None, keep: bool = False) -> list[tuple[Outcome, Known]]:
+    return [_check_one(ref, known, keep) for ref in refs]
+
+
+def _fleet_ref(ref: str) -> bool:
+    """Whether `ref` names a fleet manager stack; one that does not read is not (its worker
+    reports the problem)."""
+    try:
+        return _is_fleet(ref)
+    except Exception:  # noqa: BLE001 - only where to run it
+        return False
 
 
 def _by_cloud(refs: list[str]) -> list[list[str]]:
@@ -200,9 +218,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     refs = args.stacks or _every_stack()
     reports: list[check.StackReport] = []
     invalid = 0
-    groups = _by_cloud(refs)
-    done = parallel.map_in_order(_check_group, groups)
-    outcomes = {ref: outcome for group, results in zip(groups, done) for ref, outcome in zip(group, results)}
+    # The fleet managers run after the other stacks, over the workers' syntheses of this run.
+    managers = [ref for ref in dict.fromkeys(refs) if _fleet_ref(ref)]
+    groups = _by_cloud([ref for ref in refs if ref not in managers])
+    done = parallel.map_in_order(functools.partial(_check_group, keep=bool(managers)), groups)
+    results = {ref: result for group, got in zip(groups, done) for ref, result in zip(group, got)}
+    known: Known = {path: kept for _, synthesized in results.values() for path, kept in synthesized.items()}
+    done = parallel.map_in_order(functools.partial(_check_group, known=known), [[ref] for ref in managers])
+    results |= {ref: got[0] for ref, got in zip(managers, done)}
+    outcomes = {ref: outcome for ref, (outcome, _) in results.items()}
     for outcome in (outcomes[ref] for ref in refs):
         if isinstance(outcome, Exception):
             raise outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
+from typing import Mapping
 
 from components import trainer_image
 from components.spec import PlatformSpec, Problem, SpecError
@@ -61,12 +62,17 @@ class FleetSynthesis:
     workers: dict[str, tuple[PlatformSpec, synth.Synthesis]]
 
 
-def synthesize_fleet(ref: str, root: Path | None = None) -> FleetSynthesis:
+def synthesize_fleet(
+    ref: str, root: Path | None = None, known: Mapping[Path, tuple[PlatformSpec, synth.Synthesis]] | None = None
+) -> FleetSynthesis:
     """Synthesize each worker, then the manager with its StackReferences answered from the
     workers' outputs. In-process and in that order, so the answer is always the checkout's own
     (never a stale build/synth folder) and the same checkout gives the same files.
 
-    A worker's stack file is the checkout's Pulumi.<stack>.yaml for the stack part of its name."""
+    A worker's stack file is the checkout's Pulumi.<stack>.yaml for the stack part of its name.
+    `known` holds syntheses already made by this checkout's program (`check` of every stack
+    synthesizes the workers anyway), by resolved stack file path; a worker found there is not
+    synthesized again."""
     if root is None:
         root = stackfile.root_for(ref)
     stack_file = stackfile.read(ref, root)
@@ -76,7 +82,11 @@ def synthesize_fleet(ref: str, root: Path | None = None) -> FleetSynthesis:
     for i, worker in enumerate(spec.fleet.workers):
         at = f"platform.fleet.workers[{i}]"
         try:
-            _, worker_spec, result = synthesize(worker_stack(worker), root)
+            path = stackfile.resolve(worker_stack(worker), root).resolve()
+            if known is not None and path in known:
+                worker_spec, result = known[path]
+            else:
+                _, worker_spec, result = synthesize(worker_stack(worker), root)
         except stackfile.StackFileError as exc:
             problems.append(Problem(at, f"{worker}: {exc}"))
             continue
