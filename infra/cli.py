@@ -250,7 +250,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     stack_file, _, result = offline.synthesize(args.stack)
     # The SDK modules and the synthesis (some 300,000 objects) live to the end, and the
     # collector walked them again and again while the simulation made its own objects: frozen,
-    # it walks only the simulation's (about 1.5 s less of the 100,000-job benchmark).
+    # it walks only the simulation's (about 1.5 s less of the 100,000-job benchmark). Thawed
+    # afterwards, for a caller that runs on (a test session).
     gc.freeze()
     out_dir = _out_dir(args, stack_file.stack, "simulate")
     options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
@@ -264,6 +265,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         # A stack the model refuses or cannot read, or a run past its bound: exit 1, one line.
         print(f"error: simulate {stack_file.stack}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        gc.unfreeze()
     return EXIT_OK
 
 
