@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
+from typing import Mapping
 
 from components import trainer_image
 from components.spec import PlatformSpec, Problem, SpecError
@@ -24,11 +25,8 @@ def synthesize(
     """
     if root is None:
         root = stackfile.root_for(ref)
-    stack_file = stackfile.read(ref, root)
-    spec = stack_file.spec()
+    stack_file, spec = checked(ref, root)
     context = trainer_image.context_of(root)
-    if spec.trainer.image == "build" and spec.cloud != "existing" and context is None:
-        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
     try:
         result = synth.run(
             functools.partial(program.run, context),
@@ -43,6 +41,16 @@ def synthesize(
     return stack_file, spec, result
 
 
+def checked(ref: str, root: Path | None) -> tuple[stackfile.StackFile, PlatformSpec]:
+    """The stack file read and its spec checked, as a synthesis does before the program runs:
+    raises the StackFileError or SpecError the synthesis would."""
+    stack_file = stackfile.read(ref, root)
+    spec = stack_file.spec()
+    if spec.trainer.image == "build" and spec.cloud != "existing" and trainer_image.context_of(root) is None:
+        raise stackfile.StackFileError(f"{stack_file.source}: {program.NO_TRAINER_CONTEXT}")
+    return stack_file, spec
+
+
 @dataclasses.dataclass(frozen=True)
 class FleetSynthesis:
     """A manager stack synthesized over its workers' own syntheses."""
@@ -54,12 +62,17 @@ class FleetSynthesis:
     workers: dict[str, tuple[PlatformSpec, synth.Synthesis]]
 
 
-def synthesize_fleet(ref: str, root: Path | None = None) -> FleetSynthesis:
+def synthesize_fleet(
+    ref: str, root: Path | None = None, known: Mapping[Path, tuple[PlatformSpec, synth.Synthesis]] | None = None
+) -> FleetSynthesis:
     """Synthesize each worker, then the manager with its StackReferences answered from the
     workers' outputs. In-process and in that order, so the answer is always the checkout's own
     (never a stale build/synth folder) and the same checkout gives the same files.
 
-    A worker's stack file is the checkout's Pulumi.<stack>.yaml for the stack part of its name."""
+    A worker's stack file is the checkout's Pulumi.<stack>.yaml for the stack part of its name.
+    `known` holds syntheses already made by this checkout's program (`check` of every stack
+    synthesizes the workers anyway), by resolved stack file path; a worker found there is not
+    synthesized again."""
     if root is None:
         root = stackfile.root_for(ref)
     stack_file = stackfile.read(ref, root)
@@ -69,7 +82,11 @@ def synthesize_fleet(ref: str, root: Path | None = None) -> FleetSynthesis:
     for i, worker in enumerate(spec.fleet.workers):
         at = f"platform.fleet.workers[{i}]"
         try:
-            _, worker_spec, result = synthesize(worker_stack(worker), root)
+            path = stackfile.resolve(worker_stack(worker), root).resolve()
+            if known is not None and path in known:
+                worker_spec, result = known[path]
+            else:
+                _, worker_spec, result = synthesize(worker_stack(worker), root)
         except stackfile.StackFileError as exc:
             problems.append(Problem(at, f"{worker}: {exc}"))
             continue

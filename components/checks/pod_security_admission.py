@@ -129,7 +129,7 @@ def probe_holes(policy_spec: Mapping[str, Any], spec: PlatformSpec) -> list[str]
         for name, plant in attacks(fabric_pool.family).items():
             attack = copy.deepcopy(pod)
             plant(attack)
-            if not admission_cel.refusals(policy_spec, attack):
+            if not admission_cel.refuses(policy_spec, attack):
                 holes.append(f"pool {pool.name}: a pod with {name} is admitted")
     return holes
 

@@ -5,8 +5,8 @@ training_images/: the project name, the program, its facts and catalog, the trai
 context), the stack file's path and bytes, what the caller records (its own recipe) and the
 interpreter and SDK versions. A change to any of them is a different key, so an entry is
 never stale, only unused; the folder can be deleted at any time. `review` uses it to reuse an
-unchanged base, and a stack whose file and code are the same at base and head is synthesized
-once for both.
+unchanged base, and a stack whose key is the same at base and head is not synthesized at all:
+it has nothing to compare.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from infra import stackfile
 
 FOLDER = Path("build") / "synth-cache"
 # What the program reads below the project root (infra.program, components, trainer_image).
@@ -62,10 +64,23 @@ def environment() -> str:
     return f"{sys.version} {' '.join(versions)}"
 
 
+def stack_inputs(root: Path, stack_rel: str) -> list[str]:
+    """The stack files a synthesis of `stack_rel` reads, relative to `root`: the file itself,
+    and for a fleet manager every stack file beside it (its workers' files lie there; naming
+    them all keeps the key right without reading the manager's spec)."""
+    path = root / stack_rel
+    if not stackfile.is_fleet_file(path):
+        return [stack_rel]
+    return sorted({stack_rel, *(p.relative_to(root).as_posix() for p in path.parent.glob("Pulumi.*.yaml"))})
+
+
 def key(tree: str, root: Path, stack_rel: str, recipe: str, env: str) -> str:
-    """The cache key of the stack file `stack_rel` of the tree at `root` whose digest is `tree`."""
+    """The cache key of the stack file `stack_rel` of the tree at `root` whose digest is `tree`.
+    Two trees with the same key synthesize the stack identically."""
     digest = hashlib.sha256()
-    for part in (tree, stack_rel, (root / stack_rel).read_bytes().hex(), recipe, env):
+    for rel in stack_inputs(root, stack_rel):
+        digest.update(rel.encode() + b"\0" + (root / rel).read_bytes().hex().encode() + b"\0")
+    for part in (tree, recipe, env):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()
 

@@ -4,6 +4,7 @@ the Mermaid diagram, and stable output."""
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -323,3 +324,8 @@ def test_a_pool_replacement_without_its_resource_replaced_still_counts_once() ->
         "dev-aws", snapshot(records, [pool("train")]), snapshot(copy.deepcopy(records), [pool("train", capacity="on-demand")])
     )
     assert result.replacements == 1
+
+
+def test_a_change_to_an_absent_value_keeps_absent_through_a_worker_process() -> None:
+    change = Change("spec.replicas", diff.ABSENT, 2)
+    assert pickle.loads(pickle.dumps(change)).before is diff.ABSENT

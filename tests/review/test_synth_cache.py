@@ -98,3 +98,55 @@ def test_an_error_is_not_shared_between_trees_nor_cached(tmp_path: Path, monkeyp
     results = trees.snapshots(two_trees(tmp_path), [STACK], tmp_path / "cache")
     assert results == {"base": {"a": {"error": "base: invalid"}}, "working": {"a": {"error": "working: invalid"}}}
     assert not (tmp_path / "cache").exists()
+
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = "stacks/Pulumi.dev-aws.yaml"
+
+
+def trees_with_a_real_stack(tmp_path: Path) -> dict[str, Path]:
+    folders = two_trees(tmp_path)
+    for tree in folders.values():
+        shutil.copy(REPO / REAL, tree / REAL)
+    return folders
+
+
+def test_a_stack_with_the_same_key_in_both_trees_is_unchanged(tmp_path: Path) -> None:
+    folders = trees_with_a_real_stack(tmp_path)
+    assert trees.unchanged(folders["base"], folders["working"], [REAL]) == [REAL]
+
+
+def test_a_stack_file_changed_in_one_tree_is_not_unchanged(tmp_path: Path) -> None:
+    folders = trees_with_a_real_stack(tmp_path)
+    (folders["working"] / REAL).write_text((folders["working"] / REAL).read_text() + "# edited\n")
+    assert trees.unchanged(folders["base"], folders["working"], [REAL]) == []
+
+
+def test_code_changed_in_one_tree_leaves_no_stack_unchanged(tmp_path: Path) -> None:
+    folders = trees_with_a_real_stack(tmp_path)
+    (folders["working"] / "components" / "spec.py").write_text("LIMIT = 2\n")
+    assert trees.unchanged(folders["base"], folders["working"], [REAL]) == []
+
+
+def test_a_stack_invalid_in_both_trees_is_left_to_synthesize(tmp_path: Path) -> None:
+    folders = two_trees(tmp_path)
+    assert trees.unchanged(folders["base"], folders["working"], [STACK]) == []
+
+
+FLEET = "stacks/Pulumi.fleet.yaml"
+
+
+def test_a_fleet_managers_key_follows_its_workers_stack_files(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    shutil.copy(REPO / FLEET, root / FLEET)
+    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    (root / STACK).write_text("config: {edited: true}\n")
+    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+
+
+def test_a_cluster_stacks_key_ignores_the_other_stack_files(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    shutil.copy(REPO / REAL, root / REAL)
+    before = synth_cache.key(synth_cache.tree_digest(root), root, REAL, "recipe", "env")
+    (root / STACK).write_text("config: {edited: true}\n")
+    assert synth_cache.key(synth_cache.tree_digest(root), root, REAL, "recipe", "env") == before

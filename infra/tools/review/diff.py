@@ -104,7 +104,15 @@ POOL_REPLACING_FIELDS: dict[str, tuple[str, ...]] = {
 POOL_RESOURCE_TYPES = (declared.EKS_NODE_GROUP, declared.GKE_NODE_POOL)
 
 
-ABSENT = object()
+class _Absent:
+    """A value missing on one side of a change. It pickles as the module's one instance, so a
+    review made in a worker process (infra.tools.parallel) keeps `value is ABSENT` true."""
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from infra import stackfile
+from infra import offline, stackfile
 from infra.tools import parallel, synth_cache
 from infra.tools.review.diff import StackReview, review_stack
 from infra.tools.review.markdown import render
@@ -215,6 +215,39 @@ def _split(misses: dict[str, list[str]], trees: dict[str, Path], cores: int) -> 
     return out
 
 
+def stack_keys(trees: dict[str, Path], rels: list[str]) -> dict[str, dict[str, str]]:
+    """The synthesis cache key (infra.tools.synth_cache) of each stack file present in each tree."""
+    env = synth_cache.environment()
+    keys: dict[str, dict[str, str]] = {}
+    for label, tree in trees.items():
+        digest = synth_cache.tree_digest(tree)
+        keys[label] = {rel: synth_cache.key(digest, tree, rel, _SNAPSHOT, env) for rel in rels if (tree / rel).is_file()}
+    return keys
+
+
+def _reads(root: Path, rel: str) -> bool:
+    """Whether the stack file and its spec read, as a synthesis checks them before the program
+    runs."""
+    try:
+        stack_file = stackfile.read(str(root / rel), root)
+        if stack_file.is_fleet:
+            stack_file.fleet_spec()
+        else:
+            offline.checked(str(root / rel), root)
+    except Exception:  # noqa: BLE001 - any problem: synthesize it, and its process reports it
+        return False
+    return True
+
+
+def unchanged(base: Path, head: Path, rels: list[str]) -> list[str]:
+    """The stack files with the same synthesis key in both trees, whose spec reads: the same
+    code on the same stack files synthesizes the same resources, so they have no diff and need
+    no synthesis. A stack invalid in both trees is left to synthesize, so that the report shows
+    its errors."""
+    keys = stack_keys({"base": base, "head": head}, rels)
+    return [rel for rel in rels if rel in keys["head"] and keys["base"].get(rel) == keys["head"][rel] and _reads(head, rel)]
+
+
 def snapshots(
     trees: dict[str, Path], rels: list[str], cache: Path | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -224,17 +257,7 @@ def snapshots(
     synthesized before is read from there, and a stack the same in several trees is synthesized
     once. Only syntheses that succeeded are kept: an error names the stack file's path, which
     differs between trees."""
-    env = synth_cache.environment() if cache else ""
-    keys: dict[str, dict[str, str]] = {}
-    for label, tree in trees.items():
-        digest = synth_cache.tree_digest(tree) if cache else ""
-        # A fleet manager's synthesis reads its workers' stack files too, which its key does not
-        # cover: it is synthesized every time, never cached.
-        keys[label] = {
-            rel: synth_cache.key(digest, tree, rel, _SNAPSHOT, env)
-            for rel in rels
-            if cache and (tree / rel).is_file() and not stackfile.is_fleet_file(tree / rel)
-        }
+    keys = stack_keys(trees, rels) if cache else {label: {} for label in trees}
     found: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[str]] = {label: [] for label in trees}
     first: dict[str, tuple[str, str]] = {}
@@ -315,9 +338,18 @@ def stack_paths(refs: list[str], root: Path, trees: list[Path]) -> list[str]:
     return sorted(set(out))
 
 
-def collect(base_ref: str, refs: list[str], cwd: Path | None = None) -> tuple[list[StackReview], str]:
+def collect(
+    base_ref: str, refs: list[str], cwd: Path | None = None, skip_unchanged: bool = True
+) -> tuple[list[StackReview], str]:
     """The review of each stack of the repository at `cwd` against `base_ref`, and the base's
-    commit."""
+    commit.
+
+    With `skip_unchanged`, a stack whose synthesis key is the same at the base and in the
+    working tree (`unchanged`) is not synthesized: its review is "unchanged" with no snapshot
+    and no policy findings (a caller that needs every stack's snapshot, the capacity impact of
+    a trace, passes False). Its policy is what `gpu-platform check` reports on the base and
+    the working tree alike; so a stack that the base already committed with mandatory
+    violations, or whose synthesis fails in both trees past its spec, shows as "no changes"."""
     root = stackfile.project_root(cwd)
     try:
         top = Path(_git(root, "rev-parse", "--show-toplevel")).resolve()
@@ -328,9 +360,19 @@ def collect(base_ref: str, refs: list[str], cwd: Path | None = None) -> tuple[li
     with base_worktree(top, sha) as base_top:
         base_root = base_top / inner
         rels = stack_paths(refs, root, [base_root, root])
-        snaps = snapshots({"base": base_root, "working": root}, rels, root / synth_cache.FOLDER)
-    stacks = sorted(set(snaps["base"]) | set(snaps["working"]))
-    return [review_stack(s, snaps["base"].get(s), snaps["working"].get(s)) for s in stacks], sha
+        same = unchanged(base_root, root, rels) if skip_unchanged else []
+        rest = [rel for rel in rels if rel not in same]
+        snaps = snapshots({"base": base_root, "working": root}, rest, root / synth_cache.FOLDER)
+    names = sorted(set(snaps["base"]) | set(snaps["working"]))
+    # The policy rules of each stack (review_stack) cost about a second each: side by side.
+    done = parallel.map_in_order(_review, [(s, snaps["base"].get(s), snaps["working"].get(s)) for s in names])
+    reviews = dict(zip(names, done))
+    reviews |= {_stack_of(rel): StackReview(_stack_of(rel), "unchanged", None, None) for rel in same}
+    return [reviews[s] for s in sorted(reviews)], sha
+
+
+def _review(item: tuple[str, dict[str, Any] | None, dict[str, Any] | None]) -> StackReview:
+    return review_stack(*item)
 
 
 def run(base_ref: str, refs: list[str], cwd: Path | None = None) -> str:
