@@ -7,8 +7,11 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   GPU model, its nominal quota and the cohort's (what the manager stack declares: the workers' sum
   or `fleet.quotas`). The Incremental dispatcher nominates nothing before that
   (pkg/controller/workloaddispatcher/incrementaldispatcher.go, Reconcile: `!HasQuotaReservation`
-  skips the workload). Modelled here as BestEffortFIFO in priority, then submission order,
-  borrowing what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._targets).
+  skips the workload). Modelled here as Kueue's classic cycles over BestEffortFIFO queues
+  (priority, then queue timestamp), heads within nominal quota before borrowing ones, borrowing
+  what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._admission,
+  _targets). A reservation it preempts keeps its quota until its job is inactive,
+  model.PREEMPTION_S later, as the single-cluster engine models an eviction (_preempt).
 - Then the dispatcher nominates, per round, the next `stepSize` clusters of the MultiKueueConfig
   not yet nominated, in the config's order (getNextNominatedWorkers; the gate
   MultiKueueIncrementalDispatcherRespectConfigOrder keeps the order, stepSize from
@@ -20,12 +23,16 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   single-cluster engine (infra.tools.simulate.engine) exactly as on that stack alone.
 - The first worker whose copy is admitted wins (workload.go step 6, bestMatchByCondition on
   WorkloadAdmitted, earliest first; syncAdmittingRemoteState sets status.clusterName) and the copies
-  on the others are deleted (syncToSingleCluster). At one instant, workers admit in dispatch order.
+  on the others are deleted, running or not (RemoveRemoteObjects). Admissions at one instant are
+  taken in dispatch order: a modelling choice. Upstream the earliest LastTransitionTime wins, at
+  the condition's one-second resolution, and ties go by Go's map order, which is random.
 - The manager's quota is held until the job finishes on its worker. A winner's copy evicted on
   its worker (preempted, or waitForPodsReady's timeout) makes the manager evict its own workload
-  (workload.go step 6: the remote Evicted condition sets the check to Retry): the manager's quota
-  is released, the copy deleted, and the job queues on the manager again, to be dispatched from
-  the first worker (docs/fleet.md, "Quota is not capacity").
+  (workload.go step 4: the remote Evicted condition sets the check to Retry; the manager evicts
+  with reason AdmissionCheck): the manager's quota is released, the copy deleted (even if its
+  worker admitted it again meanwhile), and the job queues on the manager again from the
+  eviction's time (pkg/workload/workload.go GetQueueOrderTimestamp), to be dispatched from the
+  first worker (docs/fleet.md, "Quota is not capacity").
 
 Not modelled: unreachable workers
 (workerLostTimeout); API latency between clusters (a copy queues on its worker the instant it is
