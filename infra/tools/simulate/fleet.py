@@ -142,10 +142,11 @@ class _Worker(engine.Simulation):
                 self._unwait(pool, job)
                 pool.queued_slots -= job.slots
             self._release_quota(pool, job, now)
-            job.evicting = None
             job.token += 1
         else:
             return
+        # A deactivation pending on it (deactivate) ends with the copy: its EVICTED event is dropped.
+        job.evicting = None
         job.state, job.reason = REJECTED, f"{REMOVED} {why}"
         self.dirty.add(job.pool)
 
@@ -260,8 +261,9 @@ class FleetSimulation:
         does not fit and finds no preemption targets is set aside (inadmissible) until the
         manager's quota changes; one that issued preemptions stays its queue's head
         (RequeueReasonPendingPreemption), its request held for the rest of the cycle, and waits
-        for the targets' quota; one whose targets overlap those of an earlier head in the cycle
-        is skipped, as Kueue skips overlapping preemptions."""
+        for the targets' quota. One whose targets overlap those of an earlier head in the cycle
+        issues none, as Kueue skips overlapping preemptions, and waits too: it is its queue's
+        head again next cycle, where those targets are being evicted and cost nothing new."""
         self.manager_dirty = False
         aside: set[int] = set()
         waiting: set[str] = set()
@@ -281,13 +283,14 @@ class FleetSimulation:
                     self._reserve(entry, now)
                     continue
                 targets = self._targets(entry)
-                if not targets or any(t.index in marked for t in targets):
+                if not targets:
                     aside.add(entry.index)
                     continue
-                for target in targets:
-                    if not target.preempting:
-                        self._preempt(target, now)
-                        marked.add(target.index)
+                if not any(t.index in marked for t in targets):
+                    for target in targets:
+                        if not target.preempting:
+                            self._preempt(target, now)
+                            marked.add(target.index)
                 waiting.add(entry.queue)
                 self.usage[key] = self.usage.get(key, 0) + entry.slots
                 held.append((*key, entry.slots))
