@@ -11,6 +11,7 @@ from infra import offline
 from infra.tools.simulate import fleet_report
 from infra.tools.simulate.command import Options
 from infra.tools.simulate.fleet import FleetSimulation
+from infra.tools.simulate.model import PREEMPTION_S
 from infra.tools.simulate.state import REJECTED
 
 HEADER = "id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s,checkpoint_every_s\n"
@@ -105,3 +106,20 @@ def test_a_copy_multikueue_deletes_is_removed_even_once_admitted(fleet: offline.
     assert worker.by_id["job"].state == REJECTED
 
 
+
+
+def test_a_copy_deleted_while_its_deactivation_is_pending_is_not_evicted_again(fleet: offline.FleetSynthesis, tmp_path: Path) -> None:
+    """The manager preempts the winner (its copy marked for deactivation); the worker's Kueue
+    preempts the copy first, and MultiKueue deletes it: the deactivation's eviction then finds
+    nothing to evict."""
+    sim = _fleet(fleet, tmp_path, ["job,0,research,standard"])
+    _arrive(sim, ["job"], 0.0)
+    worker = sim.workers[0]
+    worker._settle(0.0)
+    sim._preempt(sim.by_id["job"], 1.0)
+    copy = worker.by_id["job"]
+    worker._evict(worker.pools[copy.pool], copy, 2.0)
+    sim._take_back(2.0)
+    while worker.next_time() <= 1.0 + PREEMPTION_S:
+        worker.handle_due(worker.next_time())
+    assert copy.state == REJECTED
