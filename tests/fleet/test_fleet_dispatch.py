@@ -18,10 +18,11 @@ HEADER = "id,submit_s,team,tier,pool,nodes,gpus_per_node,duration_s,checkpoint_e
 
 
 def _fleet(synthesis: offline.FleetSynthesis, tmp_path: Path, rows: list[str], **quota: Any) -> FleetSimulation:
-    """The simulation of `rows` (id,submit_s,team,tier: one-node H100 jobs of 10 hours), not run;
-    `quota` replaces fields of the manager's quota."""
+    """The simulation of `rows` (id,submit_s,team,tier[,nodes]: H100 jobs of 10 hours, one node
+    unless said), not run; `quota` replaces fields of the manager's quota."""
     trace = tmp_path / "trace.csv"
-    trace.write_text(HEADER + "".join(f"{row},H100-80GB,1,8,36000,1800\n" for row in rows))
+    lines = [row.split(",") + ["1"] for row in rows]
+    trace.write_text(HEADER + "".join(f"{','.join(line[:4])},H100-80GB,{line[4]},8,36000,1800\n" for line in lines))
     prepared = fleet_report.prepare("fleet", synthesis, Options(trace, tmp_path, 0, None, [], []))
     manager = dataclasses.replace(prepared.quota, **quota)
     sim = FleetSimulation(prepared.workers, manager, prepared.dispatch, prepared.jobs, 0, None)
@@ -123,3 +124,31 @@ def test_a_copy_deleted_while_its_deactivation_is_pending_is_not_evicted_again(f
     while worker.next_time() <= 1.0 + PREEMPTION_S:
         worker.handle_due(worker.next_time())
     assert copy.state == REJECTED
+
+
+def test_a_waiting_preemptor_keeps_the_quota_it_waits_for_from_later_heads(fleet: offline.FleetSynthesis, tmp_path: Path) -> None:
+    """8 H100 GPUs free; applied's 16-GPU head fits its nominal quota once it reclaims one of
+    research's borrowing jobs, and waits for it. Research's heads that borrow then find the 8
+    GPUs held: the first needs 16 and is set aside, the next, 8 GPUs, must not take them."""
+    rows = [f"a-{i},0,applied,standard" for i in range(4)] + [f"r-{i:02d},0,research,standard" for i in range(11)]
+    rows += ["applied-head,60,applied,standard,2", "research-big,60,research,standard,2", "research-small,60,research,standard"]
+    sim = _fleet(fleet, tmp_path, rows)
+    _arrive(sim, [f"a-{i}" for i in range(4)] + [f"r-{i:02d}" for i in range(11)], 0.0)
+    _arrive(sim, ["applied-head", "research-big", "research-small"], 60.0)
+    assert not sim.by_id["research-small"].reserved
+
+
+def test_a_preemptor_stays_its_queues_head_until_admitted(fleet: offline.FleetSynthesis, tmp_path: Path) -> None:
+    """applied's production head can never fit (56 GPUs, over its nominal 48) and is set aside;
+    its next head reclaims 16 GPUs from research and waits. When they are released, it is still
+    applied's head (sticky), ahead of the production one and of research's borrowing head."""
+    rows = [f"a-{i},0,applied,standard" for i in range(4)] + [f"r-{i:02d},0,research,standard" for i in range(11)]
+    rows += ["applied-top,60,applied,production,7", "applied-head,60,applied,standard,2"]
+    rows += ["research-1,60,research,standard", "research-2,60,research,standard"]
+    sim = _fleet(fleet, tmp_path, rows)
+    _arrive(sim, [f"a-{i}" for i in range(4)] + [f"r-{i:02d}" for i in range(11)], 0.0)
+    _arrive(sim, ["applied-top", "applied-head", "research-1", "research-2"], 60.0)
+    for _, index, _ in sim.releases:
+        sim._released(sim.entries[index])
+    sim._admission(60.0 + PREEMPTION_S)
+    assert sim.by_id["applied-head"].reserved

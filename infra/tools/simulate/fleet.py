@@ -230,6 +230,10 @@ class FleetSimulation:
         # Per GPU model: the entries holding manager quota, by index.
         self.reserved: dict[str, dict[int, _Entry]] = {}
         self.pending: list[_Entry] = []
+        # ClusterQueue -> the entry that issued preemptions there, its head until admitted or
+        # unschedulable (pkg/cache/queue/cluster_queue.go preemptorWorkload: sticky under
+        # BestEffortFIFO, Kueue#6929).
+        self.sticky: dict[str, _Entry] = {}
         self.rounds: list[tuple[float, int, int]] = []
         # Preempted reservations no worker admitted: when their quota is released (index, dispatch).
         self.releases: list[tuple[float, int, int]] = []
@@ -260,22 +264,26 @@ class FleetSimulation:
         nominal quota before those that borrow, then priority, then queue timestamp. A head that
         does not fit and finds no preemption targets is set aside (inadmissible) until the
         manager's quota changes; one that issued preemptions stays its queue's head
-        (RequeueReasonPendingPreemption), its request held for the rest of the cycle, and waits
-        for the targets' quota. One whose targets overlap those of an earlier head in the cycle
+        (RequeueReasonPendingPreemption), its request held in every cycle it heads (here, the
+        rest of the pass), and waits for the targets' quota, its queue's head in later passes
+        too (self.sticky) until it is admitted or finds no targets, so that workloads set aside
+        meanwhile do not take the freed quota back from it. One whose targets overlap those of an earlier head in the cycle
         issues none, as Kueue skips overlapping preemptions, and waits too: it is its queue's
         head again next cycle, where those targets are being evicted and cost nothing new."""
         self.manager_dirty = False
         aside: set[int] = set()
         waiting: set[str] = set()
+        # Waiting heads' requests: Kueue holds them in each cycle they head (cq.AddUsage), so for
+        # the rest of this pass.
+        held: list[tuple[str, str, int]] = []
         while True:
             heads: dict[str, _Entry] = {}
-            for entry in sorted(self.pending, key=lambda e: (-e.priority, e.queued_at, e.index)):
+            for entry in sorted(self.pending, key=lambda e: (self.sticky.get(e.queue) is not e, -e.priority, e.queued_at, e.index)):
                 if entry.index not in aside and entry.queue not in waiting:
                     heads.setdefault(entry.queue, entry)
             if not heads:
                 break
             order = sorted(heads.values(), key=lambda e: (self._borrows(e), -e.priority, e.queued_at, e.index))
-            held: list[tuple[str, str, int]] = []
             marked: set[int] = set()
             for entry in order:
                 key = (entry.job.gpu_model, entry.queue)
@@ -285,7 +293,10 @@ class FleetSimulation:
                 targets = self._targets(entry)
                 if not targets:
                     aside.add(entry.index)
+                    if self.sticky.get(entry.queue) is entry:
+                        del self.sticky[entry.queue]
                     continue
+                self.sticky[entry.queue] = entry
                 if not any(t.index in marked for t in targets):
                     for target in targets:
                         if not target.preempting:
@@ -294,14 +305,16 @@ class FleetSimulation:
                 waiting.add(entry.queue)
                 self.usage[key] = self.usage.get(key, 0) + entry.slots
                 held.append((*key, entry.slots))
-            for model_name, queue, slots in held:
-                self.usage[(model_name, queue)] -= slots
+        for model_name, queue, slots in held:
+            self.usage[(model_name, queue)] -= slots
 
     def _reserve(self, entry: _Entry, now: float) -> None:
         key = (entry.job.gpu_model, entry.queue)
         self.usage[key] = self.usage.get(key, 0) + entry.slots
         self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
         self.pending.remove(entry)
+        if self.sticky.get(entry.queue) is entry:
+            del self.sticky[entry.queue]
         entry.reserved, entry.reserved_at = True, now
         entry.dispatches += 1
         entry.nominated = 0
