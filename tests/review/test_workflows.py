@@ -152,3 +152,23 @@ def test_fleet_managers_are_updated_after_every_environment_through_their_contex
     assert "!failure()" in jobs["fleet"]["if"]
     [kubeconfig] = [s for s in load(ACTION)["runs"]["steps"] if "Kubeconfig" in s.get("name", "")]
     assert "inputs.cloud == 'fleet'" in kubeconfig["if"]
+
+
+def _environment_of(expression: str, environment: str) -> str:
+    """The GitHub environment a job's `environment` names for a matrix row's environment: a
+    literal, or `matrix.environment == 'X' && 'Y' || matrix.environment`."""
+    mapped = re.fullmatch(r"\$\{\{ matrix\.environment == '(\w+)' && '(\w+)' \|\| matrix\.environment \}\}", expression)
+    if mapped is None:
+        return expression
+    return mapped.group(2) if environment == mapped.group(1) else environment
+
+
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
+def test_a_fleet_manager_deploys_in_the_github_environment_of_its_own_environment(environment: str) -> None:
+    jobs = load(WORKFLOWS / "deploy.yml")["jobs"]
+    assert _environment_of(jobs["fleet"]["environment"], environment) == jobs[environment]["environment"]
+
+
+@pytest.mark.parametrize(("name", "job"), [("deploy.yml", "dev"), ("deploy.yml", "staging"), ("deploy.yml", "prod"), ("deploy.yml", "fleet"), ("pr.yml", "preview"), ("drift.yml", "drift")])
+def test_jobs_that_reach_the_clusters_run_on_the_configured_runner(name: str, job: str) -> None:
+    assert load(WORKFLOWS / name)["jobs"][job]["runs-on"] == "${{ vars.GPU_PLATFORM_RUNNER || 'ubuntu-latest' }}"

@@ -7,8 +7,11 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   GPU model, its nominal quota and the cohort's (what the manager stack declares: the workers' sum
   or `fleet.quotas`). The Incremental dispatcher nominates nothing before that
   (pkg/controller/workloaddispatcher/incrementaldispatcher.go, Reconcile: `!HasQuotaReservation`
-  skips the workload). Modelled here as BestEffortFIFO in priority, then submission order,
-  borrowing what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._targets).
+  skips the workload). Modelled here as Kueue's classic cycles over BestEffortFIFO queues
+  (priority, then queue timestamp), heads within nominal quota before borrowing ones, borrowing
+  what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._admission,
+  _targets). A reservation it preempts keeps its quota until its job is inactive,
+  model.PREEMPTION_S later, as the single-cluster engine models an eviction (_preempt).
 - Then the dispatcher nominates, per round, the next `stepSize` clusters of the MultiKueueConfig
   not yet nominated, in the config's order (getNextNominatedWorkers; the gate
   MultiKueueIncrementalDispatcherRespectConfigOrder keeps the order, stepSize from
@@ -20,12 +23,16 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   single-cluster engine (infra.tools.simulate.engine) exactly as on that stack alone.
 - The first worker whose copy is admitted wins (workload.go step 6, bestMatchByCondition on
   WorkloadAdmitted, earliest first; syncAdmittingRemoteState sets status.clusterName) and the copies
-  on the others are deleted (syncToSingleCluster). At one instant, workers admit in dispatch order.
+  on the others are deleted, running or not (RemoveRemoteObjects). Admissions at one instant are
+  taken in dispatch order: a modelling choice. Upstream the earliest LastTransitionTime wins, at
+  the condition's one-second resolution, and ties go by Go's map order, which is random.
 - The manager's quota is held until the job finishes on its worker. A winner's copy evicted on
   its worker (preempted, or waitForPodsReady's timeout) makes the manager evict its own workload
-  (workload.go step 6: the remote Evicted condition sets the check to Retry): the manager's quota
-  is released, the copy deleted, and the job queues on the manager again, to be dispatched from
-  the first worker (docs/fleet.md, "Quota is not capacity").
+  (workload.go step 4: the remote Evicted condition sets the check to Retry; the manager evicts
+  with reason AdmissionCheck): the manager's quota is released, the copy deleted (even if its
+  worker admitted it again meanwhile), and the job queues on the manager again from the
+  eviction's time (pkg/workload/workload.go GetQueueOrderTimestamp), to be dispatched from the
+  first worker (docs/fleet.md, "Quota is not capacity").
 
 Not modelled: unreachable workers
 (workerLostTimeout); API latency between clusters (a copy queues on its worker the instant it is
@@ -43,10 +50,12 @@ from typing import Any, Mapping, Sequence
 from components.fleet.plan import cluster_name
 from infra.tools.simulate import engine
 from infra.tools.simulate.fleet_read import ROUND_S, Dispatch, FleetJob, ManagerQuota, pool_name
-from infra.tools.simulate.model import StackModel
+from infra.tools.simulate.model import PREEMPTION_S, StackModel
 from infra.tools.simulate.state import (
     ADMITTED,
     BACKOFF,
+    END_PREEMPTED,
+    EVICTED,
     PENDING,
     REJECTED,
     RUN_CAP,
@@ -104,8 +113,11 @@ class _Worker(engine.Simulation):
         if again:
             self.last_progress = before
 
-    def withdraw(self, job_id: str) -> None:
-        """Another worker admitted the job: MultiKueue deletes this copy (it is still queued)."""
+    def withdraw(self, job_id: str, now: float, why: str) -> None:
+        """MultiKueue deletes this copy, whatever its state: it removes every remote workload but
+        the admitting one, running or not (workload.go step 6b, RemoveRemoteObjects), and every
+        remote once the manager's workload holds no quota (step 2). An admitted or running copy
+        stops here and releases its quota on this worker."""
         job = self.by_id.get(job_id)
         if job is None or job_id not in self.submitted:
             return
@@ -114,29 +126,39 @@ class _Worker(engine.Simulation):
             # Requeue backoff after a waitForPodsReady eviction: its REQUEUE event is dropped.
             job.token += 1
             pool.queued_slots -= job.slots
-            job.state, job.reason = REJECTED, f"{REMOVED} evicted, dispatched again by the manager"
-            self.dirty.add(job.pool)
+        elif job.state == PENDING:
+            queued = pool.pending[job.queue][job.slots]
+            queued[:] = [entry for entry in queued if entry[3] is not job]
+            heapq.heapify(queued)
+            if not queued:
+                del pool.pending[job.queue][job.slots]
+                pool.sizes[job.queue].remove(job.slots)
+            pool.pending_count -= 1
+            pool.queued_slots -= job.slots
+        elif job.state in (ADMITTED, RUNNING):
+            if job.state == RUNNING:
+                self._stop(pool, job, now, END_PREEMPTED)
+            else:
+                self._unwait(pool, job)
+                pool.queued_slots -= job.slots
+            self._release_quota(pool, job, now)
+            job.token += 1
+        else:
             return
-        if job.state != PENDING:
-            return
-        queued = pool.pending[job.queue][job.slots]
-        queued[:] = [entry for entry in queued if entry[3] is not job]
-        heapq.heapify(queued)
-        if not queued:
-            del pool.pending[job.queue][job.slots]
-            pool.sizes[job.queue].remove(job.slots)
-        pool.pending_count -= 1
-        pool.queued_slots -= job.slots
-        job.state, job.reason = REJECTED, f"{REMOVED} admitted on another worker"
+        # A deactivation pending on it (deactivate) ends with the copy: its EVICTED event is dropped.
+        job.evicting = None
+        job.state, job.reason = REJECTED, f"{REMOVED} {why}"
         self.dirty.add(job.pool)
 
-    def stop(self, job_id: str, now: float) -> None:
-        """The manager preempted the job this worker admitted: its copy is evicted here (then
-        withdrawn by the fleet)."""
+    def deactivate(self, job_id: str, now: float) -> None:
+        """The manager preempted the job this worker admitted: MultiKueue marks the copy for
+        deactivation (workload.go step 6b: SetDeactivationTarget, WorkloadEvictedOnManagerCluster)
+        and this worker's Kueue evicts it as it evicts a preempted workload, model.PREEMPTION_S
+        later (the engine's EVICTED event); the fleet hears of it then (FleetSimulation.evicted)."""
         job = self.by_id[job_id]
-        if job.state in (ADMITTED, RUNNING):
-            job.evicting = None
-            self._evict(self.pools[job.pool], job, now)
+        if job.evicting is None:
+            job.evicting = now
+            self._push(now + PREEMPTION_S, EVICTED, job)
 
     def _admit(self, pool: Any, job: Job, now: float) -> None:
         super()._admit(pool, job, now)
@@ -165,6 +187,13 @@ class _Entry:
     reserved: bool = False
     # When the manager last reserved its quota ("most recently admitted" preempted first).
     reserved_at: float = 0.0
+    # Its queue timestamp on the manager (Ordering.GetQueueOrderTimestamp, pkg/workload/workload.go):
+    # its creation (the submit time), or when the manager last evicted it by the admission check
+    # (IsEvictedByAdmissionCheck: a winner's copy evicted on its worker). Evicted by the
+    # manager's preemption it is its creation again (PrioritySortingWithinCohort is on).
+    queued_at: float = 0.0
+    # Preempted by the manager, its quota held until its job is inactive (FleetSimulation._preempt).
+    preempting: bool = False
     nominated: int = 0
     # Dispatches so far: a round event of an earlier one is stale.
     dispatches: int = 0
@@ -201,7 +230,13 @@ class FleetSimulation:
         # Per GPU model: the entries holding manager quota, by index.
         self.reserved: dict[str, dict[int, _Entry]] = {}
         self.pending: list[_Entry] = []
+        # ClusterQueue -> the entry that issued preemptions there, its head until admitted or
+        # unschedulable (pkg/cache/queue/cluster_queue.go preemptorWorkload: sticky under
+        # BestEffortFIFO, Kueue#6929).
+        self.sticky: dict[str, _Entry] = {}
         self.rounds: list[tuple[float, int, int]] = []
+        # Preempted reservations no worker admitted: when their quota is released (index, dispatch).
+        self.releases: list[tuple[float, int, int]] = []
         # Winners' copies evicted on their worker, for the manager to take back after the
         # worker's pass (an eviction can happen within its admission pass).
         self.evictions: list[tuple[_Worker, _Entry]] = []
@@ -218,29 +253,72 @@ class FleetSimulation:
         used = sum(self.usage.get((model_name, q), 0) for q in members)
         return self.quota.potential(model_name, queue) - used
 
+    def _borrows(self, entry: _Entry) -> bool:
+        m, q = entry.job.gpu_model, entry.queue
+        return self.usage.get((m, q), 0) + entry.slots > self.quota.nominal[m].get(q, 0)
+
     def _admission(self, now: float) -> None:
+        """Kueue's scheduling cycles at this instant, classic mode (pkg/scheduler/scheduler.go):
+        each cycle takes the head of every ClusterQueue (BestEffortFIFO: priority, then queue
+        timestamp) and tries them in the classicalIterator's order: those that fit within their
+        nominal quota before those that borrow, then priority, then queue timestamp. A head that
+        does not fit and finds no preemption targets is set aside (inadmissible) until the
+        manager's quota changes; one that issued preemptions stays its queue's head
+        (RequeueReasonPendingPreemption), its request held in every cycle it heads (here, the
+        rest of the pass), and waits for the targets' quota, its queue's head in later passes
+        too (self.sticky) until it is admitted or finds no targets, so that workloads set aside
+        meanwhile do not take the freed quota back from it. One whose targets overlap those of an earlier head in the cycle
+        issues none, as Kueue skips overlapping preemptions, and waits too: it is its queue's
+        head again next cycle, where those targets are being evicted and cost nothing new."""
         self.manager_dirty = False
-        self.pending.sort(key=lambda e: (-e.priority, e.job.spec.submit_s, e.index))
-        waiting: list[_Entry] = []
-        preempted: list[_Entry] = []
-        for entry in self.pending:
-            if entry.slots > self._available(entry):
+        aside: set[int] = set()
+        waiting: set[str] = set()
+        # Waiting heads' requests: Kueue holds them in each cycle they head (cq.AddUsage), so for
+        # the rest of this pass.
+        held: list[tuple[str, str, int]] = []
+        while True:
+            heads: dict[str, _Entry] = {}
+            for entry in sorted(self.pending, key=lambda e: (self.sticky.get(e.queue) is not e, -e.priority, e.queued_at, e.index)):
+                if entry.index not in aside and entry.queue not in waiting:
+                    heads.setdefault(entry.queue, entry)
+            if not heads:
+                break
+            order = sorted(heads.values(), key=lambda e: (self._borrows(e), -e.priority, e.queued_at, e.index))
+            marked: set[int] = set()
+            for entry in order:
+                key = (entry.job.gpu_model, entry.queue)
+                if entry.slots <= self._available(entry):
+                    self._reserve(entry, now)
+                    continue
                 targets = self._targets(entry)
                 if not targets:
-                    waiting.append(entry)
+                    aside.add(entry.index)
+                    if self.sticky.get(entry.queue) is entry:
+                        del self.sticky[entry.queue]
                     continue
-                for target in targets:
-                    self._preempt(target, now)
-                preempted += targets
-            key = (entry.job.gpu_model, entry.queue)
-            self.usage[key] = self.usage.get(key, 0) + entry.slots
-            self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
-            entry.reserved, entry.reserved_at = True, now
-            entry.dispatches += 1
-            entry.nominated = 0
-            self._round(entry, now)
-        self.pending = waiting + preempted
-        self.manager_dirty = bool(preempted)
+                self.sticky[entry.queue] = entry
+                if not any(t.index in marked for t in targets):
+                    for target in targets:
+                        if not target.preempting:
+                            self._preempt(target, now)
+                            marked.add(target.index)
+                waiting.add(entry.queue)
+                self.usage[key] = self.usage.get(key, 0) + entry.slots
+                held.append((*key, entry.slots))
+        for model_name, queue, slots in held:
+            self.usage[(model_name, queue)] -= slots
+
+    def _reserve(self, entry: _Entry, now: float) -> None:
+        key = (entry.job.gpu_model, entry.queue)
+        self.usage[key] = self.usage.get(key, 0) + entry.slots
+        self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
+        self.pending.remove(entry)
+        if self.sticky.get(entry.queue) is entry:
+            del self.sticky[entry.queue]
+        entry.reserved, entry.reserved_at = True, now
+        entry.dispatches += 1
+        entry.nominated = 0
+        self._round(entry, now)
 
     def _release(self, entry: _Entry) -> None:
         self.usage[(entry.job.gpu_model, entry.queue)] -= entry.slots
@@ -248,66 +326,103 @@ class FleetSimulation:
         entry.reserved = False
 
     def _targets(self, entry: _Entry) -> list[_Entry]:
-        """Kueue's classic preemption on the manager, for a head that does not fit (the policies of
-        its ClusterQueues: components.kubernetes.queues.PREEMPTION): lower-priority workloads of
-        its own queue (withinClusterQueue LowerPriority) and workloads of queues of its cohort that
-        borrow (reclaimWithinCohort), other queues first, lowest priority first, most recently
-        admitted first, then minimised by adding back, in reverse, those it can do without. With
-        borrowWithinCohort Never it preempts only to fit within its nominal quota. Empty: none."""
+        """Kueue's classic preemption on the manager (kubernetes-sigs/kueue@v0.19.2
+        pkg/scheduler/preemption/preemption.go classicalPreemptions, classical/ candidate_generator.go
+        and hierarchical_preemption.go), for a head that does not fit, with the manager's policies
+        (components.kubernetes.queues.PREEMPTION; borrowWithinCohort Never, which
+        fleet_read.read_manager_quota requires). It is tried only for a request within the queue's
+        nominal quota (flavorassigner.go fitsResourceQuota: `rQuota.Nominal >= val ||
+        mayReclaimInHierarchy || canPreemptWhileBorrowing`, the latter two implying it here).
+        Candidates: workloads its ClusterQueue's withinClusterQueue allows in its own queue, and
+        those reclaimWithinCohort allows in queues of its cohort above their nominal quota;
+        already evicted first, then other queues, lowest priority, most recently reserved
+        (common/ordering.go CandidatesOrdering). Other queues' candidates may be taken only
+        without borrowing unless the request fits the queue's own unused nominal quota
+        (hierarchical advantage; otherwise ReclaimWithoutBorrowing). The attempts, in order:
+        with borrowing alone when every candidate is in its own queue or the queue is at or over
+        its nominal quota; without then with borrowing when it has no hierarchical advantage;
+        with then without otherwise. Each removes valid candidates until the head fits (without
+        borrowing: within its nominal quota too), then adds back, in reverse, those it can do
+        without (fillBackWorkloads). Empty: none."""
         m, q = entry.job.gpu_model, entry.queue
         quota = self.quota
         nominal = quota.nominal[m]
-        usage = {queue: self.usage.get((m, queue), 0) for queue in quota.cohorts}
         if entry.slots > nominal.get(q, 0):
             return []
+        usage = {queue: self.usage.get((m, queue), 0) for queue in quota.cohorts}
         cohort = quota.cohorts[q]
+        hierarchical = usage[q] + entry.slots <= nominal.get(q, 0)
 
-        def allowed(other: _Entry) -> bool:
-            if other.queue == q:
-                return quota.within[q] == "LowerPriority" and other.priority < entry.priority
-            if cohort is None or quota.cohorts[other.queue] != cohort or quota.reclaim[q] == "Never":
-                return False
-            return quota.reclaim[q] == "Any" or other.priority < entry.priority
+        def policy(name: str, other: _Entry) -> bool:
+            return name == "Any" or (name == "LowerPriority" and other.priority < entry.priority)
 
-        candidates = sorted(
-            (e for e in self.reserved.get(m, {}).values() if allowed(e)),
-            key=lambda e: (e.queue == q, e.priority, -e.reserved_at, -e.index),
-        )
-        free = self._available(entry)
-
-        def fits(free: int, usage: Mapping[str, int]) -> bool:
-            return entry.slots <= free and usage[q] + entry.slots <= nominal.get(q, 0)
-
-        chosen: list[_Entry] = []
-        for candidate in candidates:
-            if candidate.queue != q and usage[candidate.queue] <= nominal.get(candidate.queue, 0):
-                continue
-            chosen.append(candidate)
-            usage[candidate.queue] -= candidate.slots
-            free += candidate.slots
-            if fits(free, usage):
-                break
+        reserved = list(self.reserved.get(m, {}).values())
+        same = [e for e in reserved if e.queue == q and policy(quota.within[q], e)]
+        others = [
+            e
+            for e in reserved
+            if e.queue != q
+            and cohort is not None
+            and quota.cohorts[e.queue] == cohort
+            and usage[e.queue] > nominal.get(e.queue, 0)
+            and policy(quota.reclaim[q], e)
+        ]
+        candidates = sorted(same + others, key=lambda e: (not e.preempting, e.queue == q, e.priority, -e.reserved_at, -e.index))
+        if not others or usage[q] >= nominal.get(q, 0):
+            attempts = (True,)
+        elif not hierarchical:
+            attempts = (False, True)
         else:
-            return []
-        for candidate in reversed(chosen[:-1]):
-            usage[candidate.queue] += candidate.slots
-            if fits(free - candidate.slots, usage):
-                free -= candidate.slots
-                chosen.remove(candidate)
-            else:
-                usage[candidate.queue] -= candidate.slots
-        return chosen
+            attempts = (True, False)
+
+        def fits(borrow: bool, free: int, use: Mapping[str, int]) -> bool:
+            return entry.slots <= free and (borrow or use[q] + entry.slots <= nominal.get(q, 0))
+
+        for borrow in attempts:
+            use = dict(usage)
+            free = self._available(entry)
+            chosen: list[_Entry] = []
+            for candidate in candidates:
+                if candidate.queue != q and ((borrow and not hierarchical) or use[candidate.queue] <= nominal.get(candidate.queue, 0)):
+                    continue
+                chosen.append(candidate)
+                use[candidate.queue] -= candidate.slots
+                free += candidate.slots
+                if fits(borrow, free, use):
+                    for back in reversed(chosen[:-1]):
+                        use[back.queue] += back.slots
+                        if fits(borrow, free - back.slots, use):
+                            free -= back.slots
+                            chosen.remove(back)
+                        else:
+                            use[back.queue] -= back.slots
+                    return chosen
+        return []
 
     def _preempt(self, entry: _Entry, now: float) -> None:
-        """The manager evicts its workload: its quota is released and MultiKueue deletes the
-        copies (workload.go step 2: no quota reservation, remote objects removed); the winner's
-        stops where it runs, as a preemption there would stop it."""
-        self._release(entry)
-        winner, entry.winner = entry.winner, None
+        """The manager evicts its workload (reason Preempted). Its quota is released only once its
+        job is inactive (jobframework/reconciler.go: an evicted workload's quota reservation is
+        cleared once the job is no longer active), model.PREEMPTION_S later as on a single
+        cluster: for a winner, when its worker's Kueue has evicted the copy marked for
+        deactivation (_Worker.deactivate, then _take_back); otherwise its copies are deleted now
+        and the quota released then (FleetSimulation.releases)."""
+        entry.preempting = True
+        if entry.winner is not None:
+            next(w for w in self.workers if w.name == entry.winner).deactivate(entry.job.spec.id, now)
+            return
         for worker in self.workers:
-            if worker.name == winner:
-                worker.stop(entry.job.spec.id, now)
-            worker.withdraw(entry.job.spec.id)
+            worker.withdraw(entry.job.spec.id, now, "preempted by the manager")
+        heapq.heappush(self.releases, (now + PREEMPTION_S, entry.index, entry.dispatches))
+
+    def _released(self, entry: _Entry) -> None:
+        """A preempted reservation's job is inactive: the quota is free and it queues again with
+        its creation timestamp."""
+        if entry.preempting and entry.reserved:
+            entry.preempting = False
+            self._release(entry)
+            entry.queued_at = entry.job.spec.submit_s
+            self.pending.append(entry)
+            self.manager_dirty = True
 
     def _round(self, entry: _Entry, now: float) -> None:
         order = self.dispatch.order
@@ -326,25 +441,33 @@ class FleetSimulation:
         entry.winner = worker.name
         for other in self.workers:
             if other is not worker:
-                other.withdraw(job_id)
+                other.withdraw(job_id, now, "admitted on another worker")
 
     def evicted(self, worker: _Worker, job_id: str) -> None:
-        """The winner's copy was evicted on its worker: MultiKueue sees the remote Evicted
-        condition, sets the check to Retry, and the manager evicts its own workload, which
-        releases its quota and clears its cluster; it is requeued and dispatched again from the
-        first worker (workload.go step 6; pkg/workload evict)."""
+        """The winner's copy was evicted on its worker: taken back after the worker's pass."""
         entry = self.by_id[job_id]
         if entry.winner == worker.name:
             entry.winner = None
             self.evictions.append((worker, entry))
 
-    def _take_back(self) -> None:
-        for worker, entry in self.evictions:
-            # Admitted again on its worker, finished, or preempted by the manager meanwhile.
-            if entry.winner is not None or entry.done or not entry.reserved:
+    def _take_back(self, now: float) -> None:
+        """MultiKueue sees the remote Evicted condition and sets the check to Retry (workload.go
+        step 4, `acs.State == CheckStateReady`); the manager evicts its workload with reason
+        AdmissionCheck, which releases its quota, and its copies are deleted (step 2). It queues
+        again from the eviction (IsEvictedByAdmissionCheck) and is dispatched from the first
+        worker. A copy admitted again on its worker meanwhile is taken back all the same: the
+        remote stays Evicted until its job stops, so the manager retries. A reservation the
+        manager preempted (the copy marked for deactivation, evicted) queues with its creation
+        timestamp: the manager's own eviction, reason Preempted, came first (step 4 `IsEvicted`)."""
+        for _, entry in self.evictions:
+            if entry.done or not entry.reserved:
                 continue
-            worker.withdraw(entry.job.spec.id)
+            entry.winner = None
+            for worker in self.workers:
+                worker.withdraw(entry.job.spec.id, now, "evicted, dispatched again by the manager")
             self._release(entry)
+            entry.queued_at = entry.job.spec.submit_s if entry.preempting else now
+            entry.preempting = False
             self.pending.append(entry)
             self.manager_dirty = True
         self.evictions = []
@@ -370,6 +493,7 @@ class FleetSimulation:
             entry.reason = "no worker has a pool for it: " + "; ".join(f"{w}: {why}" for w, why in sorted(entry.job.why.items()))
             self.unsettled -= 1
             return
+        entry.queued_at = now
         self.pending.append(entry)
         self.manager_dirty = True
 
@@ -386,7 +510,14 @@ class FleetSimulation:
         next_arrival, total, capped = 0, len(arrivals), False
         while True:
             upcoming = arrivals[next_arrival].job.spec.submit_s if next_arrival < total else math.inf
-            now = min([upcoming, self.rounds[0][0] if self.rounds else math.inf, *(w.next_time() for w in self.workers)])
+            now = min(
+                [
+                    upcoming,
+                    self.rounds[0][0] if self.rounds else math.inf,
+                    self.releases[0][0] if self.releases else math.inf,
+                    *(w.next_time() for w in self.workers),
+                ]
+            )
             progress = max([self.last_progress, *(w.last_progress for w in self.workers)])
             if now == math.inf:
                 break
@@ -403,19 +534,23 @@ class FleetSimulation:
             while self.rounds and self.rounds[0][0] == now:
                 _, index, dispatch = heapq.heappop(self.rounds)
                 entry = self.entries[index]
-                if entry.winner is None and entry.reserved and entry.dispatches == dispatch:
+                if entry.winner is None and entry.reserved and not entry.preempting and entry.dispatches == dispatch:
                     self._round(entry, now)
+            while self.releases and self.releases[0][0] == now:
+                _, index, dispatch = heapq.heappop(self.releases)
+                if self.entries[index].dispatches == dispatch:
+                    self._released(self.entries[index])
             while next_arrival < total and arrivals[next_arrival].job.spec.submit_s == now:
                 self._arrive(arrivals[next_arrival], now)
                 next_arrival += 1
             while self.manager_dirty or self.evictions or any(w.dirty for w in self.workers):
-                self._take_back()
+                self._take_back(now)
                 if self.manager_dirty:
                     self._admission(now)
                 for worker in self.workers:
                     if worker.dirty:
                         worker._settle(now)
-                    self._take_back()
+                    self._take_back(now)
         progress = max([self.last_progress, *(w.last_progress for w in self.workers)])
         end = self.horizon if self.horizon is not None else cap if capped else progress
         return end, [worker._result(end) for worker in self.workers]

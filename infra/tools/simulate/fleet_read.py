@@ -91,12 +91,26 @@ def read_dispatch(resources: Sequence[Mapping[str, Any]], workers: Sequence[str]
     config = mapping(get(config, "multiKueue")) if isinstance(config, dict) else {}
     dispatcher = str(config.get("dispatcherName") or ALL_AT_ONCE_DISPATCHER)
     if dispatcher == multikueue.INCREMENTAL_DISPATCHER:
-        step = int(mapping(config.get("incrementalDispatcherConfig")).get("stepSize") or DEFAULT_STEP_SIZE)
+        step = _step_size(mapping(config.get("incrementalDispatcherConfig")).get("stepSize"))
     elif dispatcher == ALL_AT_ONCE_DISPATCHER:
         step = len(clusters)
     else:
         raise ModelError(f"Kueue configuration: multiKueue.dispatcherName {dispatcher!r}: an external dispatcher is not modelled")
-    return Dispatch(tuple(by_cluster[c] for c in clusters), max(1, step), dispatcher)
+    return Dispatch(tuple(by_cluster[c] for c in clusters), step, dispatcher)
+
+
+def _step_size(value: Any) -> int:
+    """Kueue refuses a stepSize below 1 (kubernetes-sigs/kueue@v0.19.2 pkg/config/validation.go,
+    validateMultiKueue: `*idc.StepSize < 1`) and only an absent one is DefaultStepSize; the value
+    is the manager's (components.facts.multikueue.INCREMENTAL_STEP_SIZE), not a stack file's."""
+    if value is None:
+        return DEFAULT_STEP_SIZE
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ModelError(
+            f"the kueue release's managerConfig.controllerManagerConfigYaml:"
+            f" multiKueue.incrementalDispatcherConfig.stepSize {value!r}: Kueue refuses a stepSize below 1"
+        )
+    return value
 
 
 def read_manager_quota(resources: Sequence[Mapping[str, Any]]) -> ManagerQuota:
