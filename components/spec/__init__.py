@@ -34,12 +34,12 @@ from components.spec.models import (
     PriorityTierSpec,
     SharingMode,
     TeamSpec,
-    stack_file_schema,
 )
 from components.spec.name_rules import control_character_problems, name_problems
 from components.spec.partial import repair
 from components.spec.platform_rules import gpu_model_name, instance_type_problem, platform_problems
 from components.spec.policy_rules import policy_problems
+from components.spec.schema import stack_file_schema
 from components.spec.problems import (
     ROOT,
     DeployTimeProblems,

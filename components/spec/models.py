@@ -453,22 +453,3 @@ class PlatformSpec(_Spec):
     def aws_settings(self) -> AwsSpec:
         """The `aws` section with its defaults filled in."""
         return self.aws or AwsSpec()
-
-
-def stack_file_schema() -> dict[str, Any]:
-    """JSON Schema of a whole stack file, for editors (`# yaml-language-server: $schema=`)."""
-    platform = PlatformSpec.model_json_schema(by_alias=True)
-    definitions = platform.pop("$defs", {})
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "gpu-platform stack file (stacks/Pulumi.<stack>.yaml)",
-        "type": "object",
-        "properties": {
-            "config": {
-                "type": "object",
-                "properties": {f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": platform},
-                "required": [f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"],
-            }
-        },
-        "$defs": definitions,
-    }
