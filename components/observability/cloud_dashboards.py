@@ -36,7 +36,9 @@ TILE_HEIGHT = 16
 # Series that exist with the chart but not on GKE's managed collection, as tokens of a query.
 ABSENT_ON_GKE: frozenset[str] = (published("kube-prometheus-stack") - published("managed")) | frozenset(NOT_ON_GKE)
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-# Grafana's legend `{{label}}`; DataSet.legendTemplate interpolates `${label}`.
+# Grafana's legend `{{label}}`; a PromQL DataSet's legendTemplate interpolates a series' label as
+# `${labels.<key>}` (GoogleCloudPlatform/monitoring-dashboard-samples
+# dashboards/kuberay/ray-overview.json: "CPU Usage: ${labels.instance}").
 _LEGEND = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 
 
@@ -63,7 +65,7 @@ def widgets(board: Board) -> list[dict[str, Any]]:
                 "timeSeriesQuery": {"prometheusQuery": _concrete(expr, board)},
                 "plotType": "LINE",
                 "targetAxis": "Y1",
-                "legendTemplate": _LEGEND.sub(r"${\1}", legend),
+                "legendTemplate": _LEGEND.sub(r"${labels.\1}", legend),
             }
             for expr, legend in panel.queries
             if on_gke(expr)

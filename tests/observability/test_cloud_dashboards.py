@@ -129,7 +129,7 @@ def test_legends_interpolate_labels_as_cloud_monitoring_does() -> None:
     doc = cloud_dashboards.dashboard(dashboards.JOB_VIEW, "c")
     assert doc is not None
     legends = [d["legendTemplate"] for t in doc["mosaicLayout"]["tiles"] for d in t["widget"]["xyChart"]["dataSets"]]
-    assert "train ${jobset}" in legends and not any("{{" in legend for legend in legends)
+    assert "train ${labels.jobset}" in legends and not any("{{" in legend for legend in legends)
 
 
 def test_the_dashboard_is_pinned_to_the_stack_s_cluster() -> None:
