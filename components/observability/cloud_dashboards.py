@@ -80,17 +80,30 @@ def dashboard(board: Board, cluster: str) -> dict[str, Any] | None:
     charts = widgets(board)
     if not charts:
         return None
-    per_row = COLUMNS // TILE_WIDTH
-    tiles = [
-        {"xPos": (i % per_row) * TILE_WIDTH, "yPos": (i // per_row) * TILE_HEIGHT,
-         "width": TILE_WIDTH, "height": TILE_HEIGHT, "widget": widget}
-        for i, widget in enumerate(charts)
-    ]
     return {
         "displayName": f"{board.title} ({cluster})",
-        "dashboardFilters": [{"labelKey": "cluster", "filterType": "RESOURCE_LABEL", "stringValue": cluster}],
-        "mosaicLayout": {"columns": COLUMNS, "tiles": tiles},
+        "dashboardFilters": [_pinned("cluster", cluster)],
+        "mosaicLayout": {"columns": COLUMNS, "tiles": [_tile(i, widget) for i, widget in enumerate(charts)]},
     }
+
+
+# The API stores a dashboard normalized: a zero position is left out and a filter gets its
+# valueType, so a document that writes either differently reads back changed and every preview
+# shows a diff (hashicorp/terraform-provider-google#16173). The samples Google publishes leave
+# out zero positions (GoogleCloudPlatform/monitoring-dashboard-samples
+# dashboards/kuberay/ray-overview.json), and a single-value pinned filter reads back with
+# "valueType": "STRING" (same repository, pull request #969; DashboardFilter.valueType,
+# STRING or STRING_ARRAY). Not yet checked against a real apply: a first `pulumi up` followed by
+# `pulumi preview` on a managed GKE stack should show no change to the dashboards.
+def _tile(index: int, widget: dict[str, Any]) -> dict[str, Any]:
+    """The `index`th chart's tile, two to a row."""
+    per_row = COLUMNS // TILE_WIDTH
+    position = {"xPos": (index % per_row) * TILE_WIDTH, "yPos": (index // per_row) * TILE_HEIGHT}
+    return {**{k: v for k, v in position.items() if v}, "width": TILE_WIDTH, "height": TILE_HEIGHT, "widget": widget}
+
+
+def _pinned(label: str, value: str) -> dict[str, Any]:
+    return {"labelKey": label, "filterType": "RESOURCE_LABEL", "stringValue": value, "valueType": "STRING"}
 
 
 def dashboards(cluster: str) -> dict[str, dict[str, Any]]:

@@ -24,7 +24,8 @@ PLOT_TYPES = {"LINE", "STACKED_AREA", "STACKED_BAR", "HEATMAP"}
 TARGET_AXES = {"Y1", "Y2"}
 SCALES = {"LINEAR", "LOG10"}
 FILTER_TYPES = {"RESOURCE_LABEL", "METRIC_LABEL", "USER_METADATA_LABEL", "SYSTEM_METADATA_LABEL", "GROUP"}
-TILE_FIELDS = {"xPos", "yPos", "width", "height", "widget"}
+TILE_FIELDS = {"width", "height", "widget"}
+POSITIONS = {"xPos", "yPos"}
 
 
 def _gke_recorded() -> list[str]:
@@ -41,13 +42,13 @@ def _shape_problems(doc: dict[str, Any]) -> list[str]:
         problems.append("mosaicLayout.columns")
     cells: set[tuple[int, int]] = set()
     for i, tile in enumerate(layout.get("tiles", [])):
-        if set(tile) != TILE_FIELDS:
+        if not TILE_FIELDS <= set(tile) <= TILE_FIELDS | POSITIONS:
             problems.append(f"tile {i} fields {sorted(tile)}")
             continue
-        if tile["xPos"] + tile["width"] > layout["columns"]:
+        x0, y0 = tile.get("xPos", 0), tile.get("yPos", 0)
+        if x0 + tile["width"] > layout["columns"]:
             problems.append(f"tile {i} past the columns")
-        mine = {(x, y) for x in range(tile["xPos"], tile["xPos"] + tile["width"])
-                for y in range(tile["yPos"], tile["yPos"] + tile["height"])}
+        mine = {(x, y) for x in range(x0, x0 + tile["width"]) for y in range(y0, y0 + tile["height"])}
         if mine & cells:
             problems.append(f"tile {i} overlaps another")
         cells |= mine
@@ -135,5 +136,16 @@ def test_legends_interpolate_labels_as_cloud_monitoring_does() -> None:
 def test_the_dashboard_is_pinned_to_the_stack_s_cluster() -> None:
     doc = cloud_dashboards.dashboard(dashboards.QUEUES, "gpu-dev")
     assert doc is not None
-    assert doc["dashboardFilters"] == [{"labelKey": "cluster", "filterType": "RESOURCE_LABEL", "stringValue": "gpu-dev"}]
+    assert doc["dashboardFilters"] == [
+        {"labelKey": "cluster", "filterType": "RESOURCE_LABEL", "stringValue": "gpu-dev", "valueType": "STRING"}
+    ]
     assert doc["displayName"] == "Queues (gpu-dev)"
+
+
+@pytest.mark.parametrize("board", BOARDS, ids=lambda b: b.uid)
+def test_no_tile_writes_a_zero_position_which_the_api_would_drop(board: Board) -> None:
+    doc = cloud_dashboards.dashboard(board, "c")
+    assert doc is not None
+    tiles = doc["mosaicLayout"]["tiles"]
+    assert all(tile[k] != 0 for tile in tiles for k in POSITIONS & set(tile))
+    assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
