@@ -17,13 +17,17 @@ the filter `cluster` to the stack's cluster (DashboardFilter, filterType RESOURC
 writes the cluster as the `cluster` label of the prometheus_target resource); Cloud Monitoring
 applies a pinned filter only to widgets whose data carries that label ("Create and manage
 variables and pinned filters", https://cloud.google.com/monitoring/dashboards/filter-permanent),
-so a chart that aggregates the label away sums over every cluster writing to the project.
+so a chart that aggregates the label away would sum over every cluster writing to the project:
+every selector of every query carries `cluster="<name>"` as well (in_cluster).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+
+import promql_parser
 
 from components.facts.metrics import published
 from components.observability.dashboards import BOARDS, Board
@@ -49,20 +53,51 @@ def on_gke(expr: str) -> bool:
     return not set(_NAME.findall(expr)) & ABSENT_ON_GKE
 
 
-def _concrete(expr: str, board: Board) -> str:
-    """`expr` with each of the board's variables matching everything."""
+def _concrete(expr: str, board: Board, cluster: str) -> str:
+    """`expr` with each of the board's variables matching everything, and scoped to `cluster`."""
     for name, _ in board.variables:
         expr = re.sub(rf"\${name}\b", ".*", expr)
-    return expr
+    return in_cluster(expr, cluster)
 
 
-def widgets(board: Board) -> list[dict[str, Any]]:
+def in_cluster(expr: str, cluster: str) -> str:
+    """`expr` with `cluster="<cluster>"` on every series selector, written back by promql-parser
+    (so spacing is the parser's). The pinned filter cannot do this for a chart that aggregates
+    `cluster` away ("Create and manage variables and pinned filters",
+    https://cloud.google.com/monitoring/dashboards/filter-permanent); GMP keeps the cluster as the
+    `cluster` label of every series it writes, queryable in PromQL (GoogleCloudPlatform/
+    monitoring-dashboard-samples dashboards/kuberay/ray-overview.json: `cluster=~"${Cluster.value}"`)."""
+    matcher = f"cluster={json.dumps(cluster)},"
+
+    def scoped(node: object) -> promql_parser.Expr | None:
+        if not isinstance(node, promql_parser.VectorSelector):
+            return None
+        # A selector prints as `name{matchers}` and then any offset or @ (promql-parser's Display).
+        text, brace = str(node), len(node.name or "") + 1
+        return promql_parser.parse(text[:brace] + matcher + text[brace:])
+
+    scoped_expr = promql_parser.transform(promql_parser.parse(expr), post_visit=scoped)
+    unscoped: list[str] = []
+
+    def check(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector) and not any(
+            m.name == "cluster" and m.op == promql_parser.MatchOp.Equal and m.value == cluster for m in node.matchers.matchers
+        ):
+            unscoped.append(str(node))
+
+    promql_parser.walk(scoped_expr, check)
+    if unscoped:
+        raise ValueError(f"selectors left without cluster={cluster!r}: {unscoped} in {expr}")
+    return str(scoped_expr)
+
+
+def widgets(board: Board, cluster: str) -> list[dict[str, Any]]:
     """One xyChart per panel that keeps a query on GKE."""
     charts = []
     for panel in board.panels:
         data_sets = [
             {
-                "timeSeriesQuery": {"prometheusQuery": _concrete(expr, board)},
+                "timeSeriesQuery": {"prometheusQuery": _concrete(expr, board, cluster)},
                 "plotType": "LINE",
                 "targetAxis": "Y1",
                 "legendTemplate": _LEGEND.sub(r"${labels.\1}", legend),
@@ -77,7 +112,7 @@ def widgets(board: Board) -> list[dict[str, Any]]:
 
 def dashboard(board: Board, cluster: str) -> dict[str, Any] | None:
     """The Dashboard resource's JSON; None when no panel of the board has its series on GKE."""
-    charts = widgets(board)
+    charts = widgets(board, cluster)
     if not charts:
         return None
     return {

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+import promql_parser
 import pytest
 from promql_names import metric_names, unknown_metrics
 from test_backend_metrics import _gcp_platform, _groups, _recorded
@@ -122,8 +123,36 @@ def test_the_queries_are_the_grafana_board_s_with_its_variables_matching_everyth
     variables = [name for name, _ in board.variables]
     for query in expected:
         metric_names(query)
-    assert _queries(doc) == [re.sub(r"\$(" + "|".join(variables) + r")\b", ".*", q) for q in expected]
+    concrete = [re.sub(r"\$(" + "|".join(variables) + r")\b", ".*", q) for q in expected]
+    unscoped = [q.replace('cluster="c",', "").replace('cluster="c"', "") for q in _queries(doc)]
+    assert [str(promql_parser.parse(q)) for q in unscoped] == [str(promql_parser.parse(q)) for q in concrete]
     assert not any(f"${name}" in q for q in _queries(doc) for name in variables)
+
+
+def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
+    found: list[promql_parser.VectorSelector] = []
+    promql_parser.walk(promql_parser.parse(expr), lambda n: found.append(n) if isinstance(n, promql_parser.VectorSelector) else None)
+    return found
+
+
+def _has_cluster(selector: promql_parser.VectorSelector, cluster: str) -> bool:
+    return any(m.name == "cluster" and m.op == promql_parser.MatchOp.Equal and m.value == cluster
+               for m in selector.matchers.matchers)
+
+
+@pytest.mark.parametrize("stack", ["dev-gcp", "prod-gcp"])
+def test_every_selector_of_every_shipped_query_is_scoped_to_the_stack_s_cluster(stack: str) -> None:
+    for resource in _stack(stack).by_type(DASHBOARD):
+        doc = json.loads(resource["inputs"]["dashboardJson"])
+        cluster = doc["dashboardFilters"][0]["stringValue"]
+        selectors = [sel for q in _queries(doc) for sel in _selectors(q)]
+        assert selectors and [str(sel) for sel in selectors if not _has_cluster(sel, cluster)] == [], resource["name"]
+
+
+def test_scoping_reaches_selectors_under_ranges_subqueries_offsets_and_by_name() -> None:
+    expr = 'sum(rate(a[5m])) / sum_over_time(b{x="1"}[1d:1m]) + (c unless c offset 1h) + {__name__="d"} or vector(0)'
+    selectors = _selectors(cloud_dashboards.in_cluster(expr, "gpu-dev"))
+    assert len(selectors) == 5 and all(_has_cluster(sel, "gpu-dev") for sel in selectors)
 
 
 def test_legends_interpolate_labels_as_cloud_monitoring_does() -> None:
