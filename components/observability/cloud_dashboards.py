@@ -39,6 +39,23 @@ TILE_WIDTH = 24
 TILE_HEIGHT = 16
 # Series that exist with the chart but not on GKE's managed collection, as tokens of a query.
 ABSENT_ON_GKE: frozenset[str] = (published("kube-prometheus-stack") - published("managed")) | frozenset(NOT_ON_GKE)
+# Grafana's unit of a panel (grafana/grafana packages/grafana-data valueFormats/categories.ts) as
+# TimeSeriesQuery.unitOverride, which takes a MetricDescriptor unit: the subset of UCUM that
+# google/api/metric.proto (googleapis-common-protos 1.75.0) lists, `%` for 0..100, `10^2.%` for a
+# 0..1 ratio shown as a percentage, `1` dimensionless. DCGM reports the framebuffer in MiB. Watts,
+# degrees Celsius and dollars are no unit of that list, so those charts keep the data's own.
+CLOUD_UNITS: dict[str, str] = {
+    "percent": "%",
+    "percentunit": "10^2.%",
+    "decmbytes": "MiBy",
+    "Bps": "By/s",
+    "s": "s",
+    "h": "h",
+    "none": "1",
+    "short": "1",
+    "bool": "1",
+}
+WITHOUT_CLOUD_UNIT: frozenset[str] = frozenset({"watt", "celsius", "currencyUSD"})
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # Grafana's legend `{{label}}`; a PromQL DataSet's legendTemplate interpolates a series' label as
 # `${labels.<key>}` (GoogleCloudPlatform/monitoring-dashboard-samples
@@ -91,13 +108,20 @@ def in_cluster(expr: str, cluster: str) -> str:
     return str(scoped_expr)
 
 
+def _query(expr: str, unit: str) -> dict[str, str]:
+    """Raises KeyError for a Grafana unit neither table names, so a new unit is decided here."""
+    if unit in WITHOUT_CLOUD_UNIT:
+        return {"prometheusQuery": expr}
+    return {"prometheusQuery": expr, "unitOverride": CLOUD_UNITS[unit]}
+
+
 def widgets(board: Board, cluster: str) -> list[dict[str, Any]]:
     """One xyChart per panel that keeps a query on GKE."""
     charts = []
     for panel in board.panels:
         data_sets = [
             {
-                "timeSeriesQuery": {"prometheusQuery": _concrete(expr, board, cluster)},
+                "timeSeriesQuery": _query(_concrete(expr, board, cluster), panel.unit),
                 "plotType": "LINE",
                 "targetAxis": "Y1",
                 "legendTemplate": _LEGEND.sub(r"${labels.\1}", legend),

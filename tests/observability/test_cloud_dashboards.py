@@ -60,7 +60,7 @@ def _shape_problems(doc: dict[str, Any]) -> list[str]:
             problems.append(f"tile {i} yAxis.scale")
         for data_set in chart.get("dataSets", []):
             query = data_set.get("timeSeriesQuery", {})
-            if set(query) != {"prometheusQuery"} or not query["prometheusQuery"]:
+            if not {"prometheusQuery"} <= set(query) <= {"prometheusQuery", "unitOverride"} or not query["prometheusQuery"]:
                 problems.append(f"tile {i} timeSeriesQuery {query}")
             if data_set.get("plotType") not in PLOT_TYPES or data_set.get("targetAxis") not in TARGET_AXES:
                 problems.append(f"tile {i} plotType/targetAxis")
@@ -178,3 +178,25 @@ def test_no_tile_writes_a_zero_position_which_the_api_would_drop(board: Board) -
     tiles = doc["mosaicLayout"]["tiles"]
     assert all(tile[k] != 0 for tile in tiles for k in POSITIONS & set(tile))
     assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
+
+
+def test_every_panel_unit_is_mapped_or_left_to_the_data() -> None:
+    units = {panel.unit for board in BOARDS for panel in board.panels}
+    assert units <= set(cloud_dashboards.CLOUD_UNITS) | cloud_dashboards.WITHOUT_CLOUD_UNIT
+
+
+def test_each_chart_carries_its_panel_s_unit_as_a_metric_descriptor_unit() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.JOB_VIEW, "c")
+    assert doc is not None
+    units = {t["widget"]["title"]: {d["timeSeriesQuery"].get("unitOverride") for d in t["widget"]["xyChart"]["dataSets"]}
+             for t in doc["mosaicLayout"]["tiles"]}
+    assert units["Fabric probe bus bandwidth"] == {"By/s"}
+    assert units["MFU"] == {"10^2.%"}
+    assert units["Checkpoint save time"] == {"s"}
+
+
+def test_a_chart_in_watts_keeps_the_data_s_own_unit() -> None:
+    doc = cloud_dashboards.dashboard(dashboards.FLEET, "c")
+    assert doc is not None
+    power = next(t for t in doc["mosaicLayout"]["tiles"] if t["widget"]["title"] == "Power")
+    assert all("unitOverride" not in d["timeSeriesQuery"] for d in power["widget"]["xyChart"]["dataSets"])
