@@ -83,6 +83,17 @@ FLEET = Board(
     ),
 )
 
+def _new_in_last_hour(counter: str) -> str:
+    """How many series of `counter` appeared in the last hour. JobSet's counters are one series
+    per JobSet, incremented once (kubernetes-sigs/jobset@v0.12.0 pkg/metrics/metrics.go:
+    WithLabelValues(name, namespace).Inc()), so each first appears at 1 and increase() never
+    sees it rise (prometheus/prometheus#1673); GMP's exporter even writes it as 0, the first
+    sample only setting the reset point (GoogleCloudPlatform/prometheus google/export/
+    series_cache.go getResetAdjusted). A series is counted by its presence instead. A restart of
+    the controller forgets its counters, so the JobSets it reports again read as new once."""
+    return f"count({counter} unless {counter} offset 1h) or vector(0)"
+
+
 QUEUES = Board(
     "gpu-platform-queues",
     "Queues",
@@ -131,14 +142,11 @@ QUEUES = Board(
         # JobSet's controller counts each JobSet once as it completes or fails (facts.metrics.JOBSET),
         # labelled with the JobSet's namespace, which a scrape's own `namespace` target label
         # (the controller's) would rename to exported_namespace where labels are not honoured
-        # (GMP): the panel sums over namespaces, the same on both backends.
+        # (GMP): the panel counts over namespaces, the same on both backends.
         Panel(
             "JobSets completed and failed (last hour)",
             "none",
-            (
-                ("sum(increase(jobset_completed_total[1h]))", "completed"),
-                ("sum(increase(jobset_failed_total[1h]))", "failed"),
-            ),
+            ((_new_in_last_hour("jobset_completed_total"), "completed"), (_new_in_last_hour("jobset_failed_total"), "failed")),
         ),
     ),
 )

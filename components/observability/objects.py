@@ -22,8 +22,9 @@ from components.spec import PlatformSpec
 OPERATOR_API = "monitoring.coreos.com/v1"
 GMP_API = "monitoring.googleapis.com/v1"
 NAMESPACE = charts.KUBE_PROMETHEUS_STACK.namespace
-# Named explicitly so the metrics reader binding below can name it (the chart's default is
-# <fullname>-prometheus; kube-prometheus-stack-88.5.3 templates/_helpers.tpl).
+# Prometheus's account, named explicitly so it does not follow the release name (the chart's
+# default is <fullname>-prometheus; kube-prometheus-stack-88.5.3 templates/_helpers.tpl); the
+# chart's own ClusterRoleBinding gives it GET /metrics (see stack.declare).
 PROMETHEUS_SERVICE_ACCOUNT = "prometheus"
 # The port rank 0 serves on (trainer.metrics_server reads TRAINER_METRICS_PORT) and its name.
 TRAINER_METRICS_PORT = 9400 + 8

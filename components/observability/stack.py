@@ -81,6 +81,12 @@ def declare(
         ),
     )
     after_crds = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[release, *after]))
+    # Kueue and JobSet authorize /metrics by a SubjectAccessReview for GET on the non-resource URL
+    # /metrics (controller-runtime's filters.WithAuthenticationAndAuthorization), which the chart
+    # already grants Prometheus's account: kube-prometheus-stack-88.5.3
+    # templates/prometheus/clusterrole.yaml (nonResourceURLs "/metrics", verb get) and
+    # clusterrolebinding.yaml (to prometheus.serviceAccount.name), both on by default
+    # (prometheus.enabled, global.rbac.create). No binding of the charts' reader roles is needed.
     scraped = objects.operator_scrape_objects()
     if spec.monitoring.service_monitor or not spec.monitoring.dcgm:
         # The exporter's chart declares its own ServiceMonitor, or there is no exporter.
@@ -96,16 +102,3 @@ def declare(
                 data=board["data"],
                 opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
             )
-    # Kueue and JobSet authorize /metrics by RBAC: Prometheus's account gets each chart's reader role.
-    for target, reader in (("kueue", objects.KUEUE_METRICS_READER), ("jobset", objects.JOBSET_METRICS_READER)):
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-{target}-metrics-reader",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=f"gpu-platform-prometheus-{target}-metrics"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=reader),
-            subjects=[
-                k8s.rbac.v1.SubjectArgs(
-                    kind="ServiceAccount", name=objects.PROMETHEUS_SERVICE_ACCOUNT, namespace=chart.namespace
-                )
-            ],
-            opts=after_crds,
-        )

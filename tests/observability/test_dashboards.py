@@ -73,3 +73,35 @@ def test_the_fleet_s_per_pool_panels_group_each_node_s_gpus_under_its_pool_label
     result = run_promtool("test", "rules", "test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
+
+
+def _evaluate(tmp_path: Path, series: list[dict[str, str]], expr: str, eval_time: str, value: float) -> str:
+    """promtool's output for `expr` at `eval_time` over `series` (1m apart), expected one sample."""
+    (tmp_path / "empty.yaml").write_text("groups: []\n")
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({
+        "rule_files": ["empty.yaml"], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [{
+            "expr": expr, "eval_time": eval_time, "exp_samples": [{"labels": "{}", "value": value}]}]}],
+    }))
+    result = run_promtool("test", "rules", "test.yaml", cwd=tmp_path)
+    return "" if result.returncode == 0 else result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["completed", "failed"])
+def test_a_jobset_finishing_in_the_last_hour_is_counted_once(tmp_path: Path, index: int) -> None:
+    """JobSet's controller writes a JobSet's counter once, at 1: `old` finished two hours before
+    the evaluation, `new` half an hour before it."""
+    panel = next(p for p in dashboards.QUEUES.panels if p.title == "JobSets completed and failed (last hour)")
+    expr = panel.queries[index][0]
+    counter = "jobset_completed_total" if index == 0 else "jobset_failed_total"
+    series = [
+        {"series": f'{counter}{{jobset_name="old", namespace="team-a"}}', "values": "1x180"},
+        {"series": f'{counter}{{jobset_name="new", namespace="team-a"}}', "values": "_x149 1x30"},
+    ]
+    assert _evaluate(tmp_path, series, expr, "180m", 1) == ""
+
+
+def test_no_jobset_finishing_in_the_last_hour_reads_zero(tmp_path: Path) -> None:
+    panel = next(p for p in dashboards.QUEUES.panels if p.title == "JobSets completed and failed (last hour)")
+    series = [{"series": 'jobset_completed_total{jobset_name="old", namespace="team-a"}', "values": "1x180"}]
+    assert _evaluate(tmp_path, series, panel.queries[0][0], "180m", 0) == ""

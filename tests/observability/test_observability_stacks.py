@@ -251,10 +251,18 @@ def test_without_the_metrics_reader_binding_the_scrape_is_reported(target: str) 
     assert _https_scrape_problems(objs, target) == [f"the token's account may not GET {target}'s /metrics"]
 
 
-def _jobset_service_monitor_problems(objs: list[dict[str, Any]]) -> list[str]:
+def _chart_grants_prometheus_get_metrics(values: dict[str, Any]) -> bool:
+    """kube-prometheus-stack-88.5.3 templates/prometheus/clusterrole.yaml grants nonResourceURLs
+    /metrics get, and clusterrolebinding.yaml binds it to Prometheus's account, when
+    prometheus.enabled and global.rbac.create (both true by default)."""
+    return values.get("prometheus", {}).get("enabled", True) and values.get("global", {}).get("rbac", {}).get("create", True)
+
+
+def _jobset_service_monitor_problems(objs: list[dict[str, Any]], values: dict[str, Any]) -> list[str]:
     """What the operator and JobSet's metrics filter do with the chart's JobSet ServiceMonitor:
     select the metrics Service in JobSet's namespace by its labels and its https port, send
-    Prometheus's own token, which must be bound to the chart's metrics reader role."""
+    Prometheus's own token, whose account must be allowed GET /metrics (the chart's own
+    ClusterRole, from its values)."""
     monitors = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"].get("namespace") == charts.JOBSET.namespace]
     if len(monitors) != 1:
         return ["no ServiceMonitor in JobSet's namespace"]
@@ -267,23 +275,33 @@ def _jobset_service_monitor_problems(objs: list[dict[str, Any]]) -> list[str]:
         problems.append("not the https metrics port")
     if endpoint.get("bearerTokenFile") != "/var/run/secrets/kubernetes.io/serviceaccount/token":
         problems.append("no token: the metrics filter refuses the scrape")
-    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
-    if not any(o["kind"] == "ClusterRoleBinding" and o["roleRef"]["name"] == "jobset-metrics-reader" and prometheus in o["subjects"]
-               for o in objs):
+    if not _chart_grants_prometheus_get_metrics(values):
         problems.append("Prometheus's account may not GET JobSet's /metrics")
     return problems
 
 
+def _chart_values(synthesis: synth.Synthesis) -> dict[str, Any]:
+    [release] = [r for r in synthesis.by_type(HELM) if r["inputs"]["name"] == charts.KUBE_PROMETHEUS_STACK.name]
+    return release["inputs"]["values"]
+
+
 def test_the_chart_s_prometheus_scrapes_jobset_s_controller_with_its_own_token() -> None:
-    objs = _stack("dev-aws").kubernetes_objects()
-    assert _jobset_service_monitor_problems(objs) == []
+    synthesis = _stack("dev-aws")
+    objs = synthesis.kubernetes_objects()
+    assert _jobset_service_monitor_problems(objs, _chart_values(synthesis)) == []
     [monitor] = [o for o in objs if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "jobset"]
     jsonschema.validate(monitor, crd_schema(monitor["apiVersion"], monitor["kind"]))
 
 
-def test_without_prometheus_s_jobset_reader_binding_the_jobset_scrape_is_reported() -> None:
-    objs = [o for o in _stack("dev-aws").kubernetes_objects() if o["kind"] != "ClusterRoleBinding" or "jobset" not in o["metadata"]["name"]]
-    assert _jobset_service_monitor_problems(objs) == ["Prometheus's account may not GET JobSet's /metrics"]
+def test_without_the_chart_s_rbac_the_jobset_scrape_is_reported() -> None:
+    synthesis = _stack("dev-aws")
+    values = {**_chart_values(synthesis), "global": {"rbac": {"create": False}}}
+    assert _jobset_service_monitor_problems(synthesis.kubernetes_objects(), values) == ["Prometheus's account may not GET JobSet's /metrics"]
+
+
+def test_the_chart_backend_binds_no_metrics_reader_role_the_chart_already_grants() -> None:
+    objs = _stack("dev-aws").kubernetes_objects()
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "ClusterRoleBinding" and "metrics" in o["roleRef"]["name"]] == []
 
 
 def test_gke_with_the_chart_runs_nvidia_s_exporter_in_the_namespace_its_service_monitor_names() -> None:
