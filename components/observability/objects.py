@@ -164,6 +164,19 @@ def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
+def _https_token_endpoint() -> dict[str, Any]:
+    """A ServiceMonitor endpoint for a controller serving /metrics on port `https` behind
+    controller-runtime's authentication filter with a self-signed certificate: Prometheus's own
+    account token, no verification (as the Kueue and JobSet charts' own monitors scrape)."""
+    return {
+        "port": "https",
+        "scheme": "https",
+        "path": "/metrics",
+        "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "tlsConfig": {"insecureSkipVerify": True},
+    }
+
+
 def operator_scrape_objects() -> list[dict[str, Any]]:
     """DCGM exporter, Kueue and JobSet by their Services, the trainers by their pods. kube-state-metrics
     and node exporter are scraped by the chart's own ServiceMonitors."""
@@ -188,15 +201,7 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
             "selector": {
                 "matchLabels": {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}
             },
-            "endpoints": [
-                {
-                    "port": "https",
-                    "scheme": "https",
-                    "path": "/metrics",
-                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-                    "tlsConfig": {"insecureSkipVerify": True},
-                }
-            ],
+            "endpoints": [_https_token_endpoint()],
         },
     }
     jobset = {
@@ -219,17 +224,8 @@ def operator_scrape_objects() -> list[dict[str, Any]]:
                     "app.kubernetes.io/component": "controller",
                 }
             },
-            "endpoints": [
-                {
-                    "port": "https",
-                    "scheme": "https",
-                    "path": "/metrics",
-                    "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
-                    "tlsConfig": {"insecureSkipVerify": True},
-                    # The counters' own `namespace` (the JobSet's) over the target's (jobset-system).
-                    "honorLabels": True,
-                }
-            ],
+            # The counters' own `namespace` (the JobSet's) over the target's (jobset-system).
+            "endpoints": [{**_https_token_endpoint(), "honorLabels": True}],
         },
     }
     trainer = {

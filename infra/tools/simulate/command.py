@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.facts import catalog
 from infra import output_folder, synth
 from infra.tools.simulate import build, engine, model, report, trace
 from infra.tools.simulate.model import ModelError
@@ -95,11 +94,5 @@ def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
         report.table(report.team_tier_rows(result, stack_model)),
         "",
     ]
-    for name, pool in figures["pools"].items():
-        lines.append(
-            f"pool {name}: {pool['node_hours']:,.1f} node-hours, GPU utilization {report.share(pool['gpu_utilization'])},"
-            f" {report.usd(pool['cost_usd'], '$')}"
-        )
-    total = figures["totals"]
-    lines.append(f"total: {total['node_hours']:,.1f} node-hours, {report.usd(total['cost_usd'], '$')} ({catalog.PRICE_NOTE})")
+    lines += report.cost_lines(figures)
     return "\n".join(lines) + "\n"

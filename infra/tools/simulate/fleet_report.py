@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from components.facts import catalog
 from components.fleet.plan import cluster_name
 from components.spec import PlatformSpec
 from components.spec.fleet import worker_stack
@@ -221,14 +220,8 @@ def run(stack: str, synthesis: Any, options: Options) -> str:
         report.table(report.team_tier_rows(fleet, stack_model)),
         "",
     ]
-    for name, pool in figures["pools"].items():
-        lines.append(
-            f"pool {name}: {pool['node_hours']:,.1f} node-hours, GPU utilization {report.share(pool['gpu_utilization'])},"
-            f" {report.usd(pool['cost_usd'], '$')}"
-        )
-    total = figures["totals"]
+    lines += report.cost_lines(figures)
     lines += [
-        f"total: {total['node_hours']:,.1f} node-hours, {report.usd(total['cost_usd'], '$')} ({catalog.PRICE_NOTE})",
         "",
         "the fleet against each worker alone (waits over started jobs; a job a worker has no pool for counts as rejected there):",
         comparison_table(comparison),

@@ -182,6 +182,18 @@ def team_tier_rows(result: Result, model: StackModel) -> list[tuple[str, str, di
     return [(team, tier, groups[(team, tier)].as_dict()) for team, tier in order]
 
 
+def cost_lines(figures: dict[str, Any]) -> list[str]:
+    """What the command prints of the pools' and the whole run's node-hours and cost."""
+    lines = [
+        f"pool {name}: {pool['node_hours']:,.1f} node-hours, GPU utilization {share(pool['gpu_utilization'])},"
+        f" {usd(pool['cost_usd'], '$')}"
+        for name, pool in figures["pools"].items()
+    ]
+    total = figures["totals"]
+    lines.append(f"total: {total['node_hours']:,.1f} node-hours, {usd(total['cost_usd'], '$')} ({catalog.PRICE_NOTE})")
+    return lines
+
+
 def duration(seconds: float | None) -> str:
     """A wait for people: `45s`, `12m`, `3.5h`, `2.1d`."""
     if seconds is None:
