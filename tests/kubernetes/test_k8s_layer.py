@@ -64,7 +64,6 @@ def test_built_in_objects_validate_against_kubernetes_1_33_strictly(onprem: Synt
         "Job",
         "Role",
         "RoleBinding",
-        "ClusterRoleBinding",
         "ConfigMap",
     }
     for obj in core:

@@ -10,7 +10,7 @@ How a job moves (kubernetes-sigs/kueue@v0.19.2):
   skips the workload). Modelled here as Kueue's classic cycles over BestEffortFIFO queues
   (priority, then queue timestamp), heads within nominal quota before borrowing ones, borrowing
   what the cohort has free, preempting as its ClusterQueues say (FleetSimulation._admission,
-  _targets). A reservation it preempts keeps its quota until its job is inactive,
+  fleet_queue.classic_targets). A reservation it preempts keeps its quota until its job is inactive,
   model.PREEMPTION_S later, as the single-cluster engine models an eviction (_preempt).
 - Then the dispatcher nominates, per round, the next `stepSize` clusters of the MultiKueueConfig
   not yet nominated, in the config's order (getNextNominatedWorkers; the gate
@@ -44,12 +44,11 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from components.fleet.plan import cluster_name
 from infra.tools.simulate import engine
-from infra.tools.simulate.fleet_read import ROUND_S, Dispatch, FleetJob, ManagerQuota, pool_name
+from infra.tools.simulate.fleet_queue import Entry, classic_targets
+from infra.tools.simulate.fleet_read import ROUND_S, Dispatch, FleetJob, ManagerQuota
 from infra.tools.simulate.model import PREEMPTION_S, StackModel
 from infra.tools.simulate.state import (
     ADMITTED,
@@ -61,13 +60,8 @@ from infra.tools.simulate.state import (
     RUN_CAP,
     RUNNING,
     STALL_CYCLES,
-    STATUS_REJECTED,
-    STATUS_UNFINISHED,
     Job,
-    JobOutcome,
-    Reservation,
     Result,
-    job_outcome,
 )
 from infra.tools.simulate.trace import TraceJob
 
@@ -177,31 +171,6 @@ class _Worker(engine.Simulation):
         self.fleet.evicted(self, job.spec.id)
 
 
-@dataclass
-class _Entry:
-    job: FleetJob
-    index: int
-    priority: int
-    queue: str
-    slots: int
-    reserved: bool = False
-    # When the manager last reserved its quota ("most recently admitted" preempted first).
-    reserved_at: float = 0.0
-    # Its queue timestamp on the manager (Ordering.GetQueueOrderTimestamp, pkg/workload/workload.go):
-    # its creation (the submit time), or when the manager last evicted it by the admission check
-    # (IsEvictedByAdmissionCheck: a winner's copy evicted on its worker). Evicted by the
-    # manager's preemption it is its creation again (PrioritySortingWithinCohort is on).
-    queued_at: float = 0.0
-    # Preempted by the manager, its quota held until its job is inactive (FleetSimulation._preempt).
-    preempting: bool = False
-    nominated: int = 0
-    # Dispatches so far: a round event of an earlier one is stale.
-    dispatches: int = 0
-    winner: str | None = None
-    done: bool = False
-    reason: str = ""
-
-
 class FleetSimulation:
     def __init__(
         self,
@@ -218,7 +187,7 @@ class FleetSimulation:
         first = workers[dispatch.order[0]]
         self.kueue = first.kueue
         self.entries = [
-            _Entry(j, i, first.tiers[j.spec.tier].priority, quota.teams[j.spec.team], j.spec.nodes * j.spec.gpus_per_node)
+            Entry(j, i, first.tiers[j.spec.tier].priority, quota.teams[j.spec.team], j.spec.nodes * j.spec.gpus_per_node)
             for i, j in enumerate(jobs)
         ]
         self.by_id = {e.job.spec.id: e for e in self.entries}
@@ -228,32 +197,32 @@ class FleetSimulation:
         ]
         self.usage: dict[tuple[str, str], int] = {}
         # Per GPU model: the entries holding manager quota, by index.
-        self.reserved: dict[str, dict[int, _Entry]] = {}
-        self.pending: list[_Entry] = []
+        self.reserved: dict[str, dict[int, Entry]] = {}
+        self.pending: list[Entry] = []
         # ClusterQueue -> the entry that issued preemptions there, its head until admitted or
         # unschedulable (pkg/cache/queue/cluster_queue.go preemptorWorkload: sticky under
         # BestEffortFIFO, Kueue#6929).
-        self.sticky: dict[str, _Entry] = {}
+        self.sticky: dict[str, Entry] = {}
         self.rounds: list[tuple[float, int, int]] = []
         # Preempted reservations no worker admitted: when their quota is released (index, dispatch).
         self.releases: list[tuple[float, int, int]] = []
         # Winners' copies evicted on their worker, for the manager to take back after the
         # worker's pass (an eviction can happen within its admission pass).
-        self.evictions: list[tuple[_Worker, _Entry]] = []
+        self.evictions: list[tuple[_Worker, Entry]] = []
         self.manager_dirty = False
         self.unsettled = len(self.entries)
         self.last_progress = 0.0
 
     # --- the manager's Kueue and dispatcher ---------------------------------------------------
 
-    def _available(self, entry: _Entry) -> int:
+    def _available(self, entry: Entry) -> int:
         model_name, queue = entry.job.gpu_model, entry.queue
         cohort = self.quota.cohorts[queue]
         members = [queue] if cohort is None else [q for q, c in self.quota.cohorts.items() if c == cohort]
         used = sum(self.usage.get((model_name, q), 0) for q in members)
         return self.quota.potential(model_name, queue) - used
 
-    def _borrows(self, entry: _Entry) -> bool:
+    def _borrows(self, entry: Entry) -> bool:
         m, q = entry.job.gpu_model, entry.queue
         return self.usage.get((m, q), 0) + entry.slots > self.quota.nominal[m].get(q, 0)
 
@@ -277,7 +246,7 @@ class FleetSimulation:
         # the rest of this pass.
         held: list[tuple[str, str, int]] = []
         while True:
-            heads: dict[str, _Entry] = {}
+            heads: dict[str, Entry] = {}
             for entry in sorted(self.pending, key=lambda e: (self.sticky.get(e.queue) is not e, -e.priority, e.queued_at, e.index)):
                 if entry.index not in aside and entry.queue not in waiting:
                     heads.setdefault(entry.queue, entry)
@@ -308,7 +277,7 @@ class FleetSimulation:
         for model_name, queue, slots in held:
             self.usage[(model_name, queue)] -= slots
 
-    def _reserve(self, entry: _Entry, now: float) -> None:
+    def _reserve(self, entry: Entry, now: float) -> None:
         key = (entry.job.gpu_model, entry.queue)
         self.usage[key] = self.usage.get(key, 0) + entry.slots
         self.reserved.setdefault(entry.job.gpu_model, {})[entry.index] = entry
@@ -320,86 +289,16 @@ class FleetSimulation:
         entry.nominated = 0
         self._round(entry, now)
 
-    def _release(self, entry: _Entry) -> None:
+    def _release(self, entry: Entry) -> None:
         self.usage[(entry.job.gpu_model, entry.queue)] -= entry.slots
         del self.reserved[entry.job.gpu_model][entry.index]
         entry.reserved = False
 
-    def _targets(self, entry: _Entry) -> list[_Entry]:
-        """Kueue's classic preemption on the manager (kubernetes-sigs/kueue@v0.19.2
-        pkg/scheduler/preemption/preemption.go classicalPreemptions, classical/ candidate_generator.go
-        and hierarchical_preemption.go), for a head that does not fit, with the manager's policies
-        (components.kubernetes.queues.PREEMPTION; borrowWithinCohort Never, which
-        fleet_read.read_manager_quota requires). It is tried only for a request within the queue's
-        nominal quota (flavorassigner.go fitsResourceQuota: `rQuota.Nominal >= val ||
-        mayReclaimInHierarchy || canPreemptWhileBorrowing`, the latter two implying it here).
-        Candidates: workloads its ClusterQueue's withinClusterQueue allows in its own queue, and
-        those reclaimWithinCohort allows in queues of its cohort above their nominal quota;
-        already evicted first, then other queues, lowest priority, most recently reserved
-        (common/ordering.go CandidatesOrdering). Other queues' candidates may be taken only
-        without borrowing unless the request fits the queue's own unused nominal quota
-        (hierarchical advantage; otherwise ReclaimWithoutBorrowing). The attempts, in order:
-        with borrowing alone when every candidate is in its own queue or the queue is at or over
-        its nominal quota; without then with borrowing when it has no hierarchical advantage;
-        with then without otherwise. Each removes valid candidates until the head fits (without
-        borrowing: within its nominal quota too), then adds back, in reverse, those it can do
-        without (fillBackWorkloads). Empty: none."""
-        m, q = entry.job.gpu_model, entry.queue
-        quota = self.quota
-        nominal = quota.nominal[m]
-        if entry.slots > nominal.get(q, 0):
-            return []
-        usage = {queue: self.usage.get((m, queue), 0) for queue in quota.cohorts}
-        cohort = quota.cohorts[q]
-        hierarchical = usage[q] + entry.slots <= nominal.get(q, 0)
+    def _targets(self, entry: Entry) -> list[Entry]:
+        m = entry.job.gpu_model
+        return classic_targets(entry, self.quota, self.usage, list(self.reserved.get(m, {}).values()), self._available(entry))
 
-        def policy(name: str, other: _Entry) -> bool:
-            return name == "Any" or (name == "LowerPriority" and other.priority < entry.priority)
-
-        reserved = list(self.reserved.get(m, {}).values())
-        same = [e for e in reserved if e.queue == q and policy(quota.within[q], e)]
-        others = [
-            e
-            for e in reserved
-            if e.queue != q
-            and cohort is not None
-            and quota.cohorts[e.queue] == cohort
-            and usage[e.queue] > nominal.get(e.queue, 0)
-            and policy(quota.reclaim[q], e)
-        ]
-        candidates = sorted(same + others, key=lambda e: (not e.preempting, e.queue == q, e.priority, -e.reserved_at, -e.index))
-        if not others or usage[q] >= nominal.get(q, 0):
-            attempts = (True,)
-        elif not hierarchical:
-            attempts = (False, True)
-        else:
-            attempts = (True, False)
-
-        def fits(borrow: bool, free: int, use: Mapping[str, int]) -> bool:
-            return entry.slots <= free and (borrow or use[q] + entry.slots <= nominal.get(q, 0))
-
-        for borrow in attempts:
-            use = dict(usage)
-            free = self._available(entry)
-            chosen: list[_Entry] = []
-            for candidate in candidates:
-                if candidate.queue != q and ((borrow and not hierarchical) or use[candidate.queue] <= nominal.get(candidate.queue, 0)):
-                    continue
-                chosen.append(candidate)
-                use[candidate.queue] -= candidate.slots
-                free += candidate.slots
-                if fits(borrow, free, use):
-                    for back in reversed(chosen[:-1]):
-                        use[back.queue] += back.slots
-                        if fits(borrow, free - back.slots, use):
-                            free -= back.slots
-                            chosen.remove(back)
-                        else:
-                            use[back.queue] -= back.slots
-                    return chosen
-        return []
-
-    def _preempt(self, entry: _Entry, now: float) -> None:
+    def _preempt(self, entry: Entry, now: float) -> None:
         """The manager evicts its workload (reason Preempted). Its quota is released only once its
         job is inactive (jobframework/reconciler.go: an evicted workload's quota reservation is
         cleared once the job is no longer active), model.PREEMPTION_S later as on a single
@@ -414,7 +313,7 @@ class FleetSimulation:
             worker.withdraw(entry.job.spec.id, now, "preempted by the manager")
         heapq.heappush(self.releases, (now + PREEMPTION_S, entry.index, entry.dispatches))
 
-    def _released(self, entry: _Entry) -> None:
+    def _released(self, entry: Entry) -> None:
         """A preempted reservation's job is inactive: the quota is free and it queues again with
         its creation timestamp."""
         if entry.preempting and entry.reserved:
@@ -424,7 +323,7 @@ class FleetSimulation:
             self.pending.append(entry)
             self.manager_dirty = True
 
-    def _round(self, entry: _Entry, now: float) -> None:
+    def _round(self, entry: Entry, now: float) -> None:
         order = self.dispatch.order
         step = order[entry.nominated : entry.nominated + self.dispatch.step]
         entry.nominated += len(step)
@@ -480,7 +379,7 @@ class FleetSimulation:
         self.last_progress = now
         self.manager_dirty = True
 
-    def _arrive(self, entry: _Entry, now: float) -> None:
+    def _arrive(self, entry: Entry, now: float) -> None:
         self.last_progress = now
         most = self.quota.potential(entry.job.gpu_model, entry.queue)
         if entry.slots > most:
@@ -554,73 +453,3 @@ class FleetSimulation:
         progress = max([self.last_progress, *(w.last_progress for w in self.workers)])
         end = self.horizon if self.horizon is not None else cap if capped else progress
         return end, [worker._result(end) for worker in self.workers]
-
-
-# --- results -----------------------------------------------------------------------------------
-
-
-def fleet_result(
-    stack: str, seed: int, end: float, entries: Sequence[_Entry], workers: Mapping[str, StackModel], order: Sequence[str], results: Sequence[Result]
-) -> Result:
-    """One Result over the workers: each job's outcome on the worker that admitted it. A job no
-    worker admitted is reported on the first pool in dispatch order that it had (else the first
-    of its GPU model): jobs.csv names a pool for every job."""
-    outcomes = {w: {j.id: j for j in r.jobs} for w, r in zip(order, results)}
-    home = [
-        next(
-            (pool_name(w, e.job.pools[w]) for w in order if w in e.job.pools),
-            next(pool_name(w, p.name) for w in order for p in workers[w].pools if p.gpu_model == e.job.gpu_model),
-        )
-        for e in entries
-    ]
-    jobs: list[JobOutcome] = []
-    for entry in entries:
-        spec = entry.job.spec
-        if entry.winner is not None:
-            outcome = dataclasses.replace(outcomes[entry.winner][spec.id], pool=pool_name(entry.winner, entry.job.pools[entry.winner]))
-        else:
-            copies = [outcomes[w][spec.id] for w in order if spec.id in outcomes[w]]
-            never = entry.reason or (
-                "; ".join(f"{w}: {c.reason}" for w, c in zip(order, copies)) if copies and all(c.status == STATUS_REJECTED and not c.reason.startswith(REMOVED) for c in copies) else ""
-            )
-            outcome = job_outcome(Job(spec, entry.index, 0, 0, 0, 0, False))
-            outcome.pool = home[entry.index]
-            outcome.status, outcome.reason = (STATUS_REJECTED, never) if never else (STATUS_UNFINISHED, "")
-        jobs.append(outcome)
-    segments = [dataclasses.replace(s, pool=pool_name(w, s.pool)) for w, r in zip(order, results) for s in r.segments]
-    reservations: list[Reservation] = [
-        dataclasses.replace(x, pool=pool_name(w, x.pool)) for w, r in zip(order, results) for x in r.reservations
-    ]
-    pools = [dataclasses.replace(p, name=pool_name(w, p.name)) for w, r in zip(order, results) for p in r.pools]
-    return Result(stack, seed, end, jobs, segments, reservations, pools)
-
-
-def fleet_model(stack: str, workers: Mapping[str, StackModel], dispatch: Dispatch, quota: ManagerQuota) -> StackModel:
-    """What report.write reads of a model, over the workers: their pools under fleet names, the
-    tiers (one value each across the fleet: components.fleet.plan.priority_tiers), the parameters."""
-    first = workers[dispatch.order[0]]
-    return StackModel(
-        stack=stack,
-        cloud="fleet",
-        pools=tuple(dataclasses.replace(p, name=pool_name(w, p.name)) for w in dispatch.order for p in workers[w].pools),
-        queues=(),
-        cohorts={},
-        teams=quota.teams,
-        tiers=first.tiers,
-        autoscaler=None,
-        kueue=first.kueue,
-        parameters={
-            "dispatch": {
-                "dispatcher": dispatch.dispatcher,
-                "order": [cluster_name(w) for w in dispatch.order],
-                "step_size": dispatch.step,
-                "round_s": ROUND_S,
-                "not_modelled": [
-                    "unreachable workers",
-                    "latency between clusters",
-                ],
-            },
-            "manager_quota": {m: dict(q) for m, q in quota.nominal.items()},
-            "workers": {cluster_name(w): workers[w].parameters for w in dispatch.order},
-        },
-    )

@@ -18,7 +18,8 @@ from components.spec.fleet import worker_stack
 from infra import output_folder
 from infra.tools.simulate import build, engine, model, report, trace
 from infra.tools.simulate.command import Options, UsageError, pool_figures
-from infra.tools.simulate.fleet import FleetSimulation, fleet_model, fleet_result
+from infra.tools.simulate.fleet import FleetSimulation
+from infra.tools.simulate.fleet_results import fleet_model, fleet_result
 from infra.tools.simulate.fleet_read import (
     ROUND_S,
     Dispatch,
