@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
+import json
 from typing import Any, Iterator, Mapping
 
 
@@ -38,13 +40,31 @@ def refusals(policy: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str
              sub_resource: str = "") -> list[str]:
     """The names (the message up to its first colon) of the validations of the policy's spec
     `policy` that refuse `obj` (an UPDATE from `old` where given)."""
-    return list(_refused(policy, obj, old, sub_resource))
+    return list(_verdict(_key(policy, obj, old, sub_resource), first=False))
 
 
 def refuses(policy: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     """Whether the policy refuses the creation of `obj`: its validations evaluated in order up
     to the first that refuses, as a planted attack needs only one refusal."""
-    return next(_refused(policy, obj, None, ""), None) is not None
+    return bool(_verdict(_key(policy, obj, None, ""), first=True))
+
+
+def _key(policy: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None, sub_resource: str) -> str:
+    """What an evaluation reads, as one JSON document. Key order is kept (not sorted), so only
+    documents the interpreter sees as the same maps, iterated in the same order, share a key;
+    JSON keeps bool, int and float apart as json_to_cel does, and a list and a tuple are both a
+    CEL list."""
+    return json.dumps([policy, obj, old, sub_resource])
+
+
+@functools.lru_cache(maxsize=None)
+def _verdict(key: str, first: bool) -> tuple[str, ...]:
+    """The refusals of one evaluation (with `first`, up to the first), once per process: the
+    rule probes every team namespace the policy is bound to with the same pods, and the
+    verdict is a function of the policy, the objects and the request alone."""
+    policy, obj, old, sub_resource = json.loads(key)
+    refused = _refused(policy, obj, old, sub_resource)
+    return tuple(itertools.islice(refused, 1) if first else refused)
 
 
 def _refused(policy: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None,
