@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import functools
 import gc
+import importlib
 import json
 import os
 import sys
@@ -209,6 +210,23 @@ def _by_cloud(refs: list[str]) -> list[list[str]]:
     return list(groups.values())
 
 
+# The Kubernetes SDK's resource modules that every stack's synthesis loads (the Kubernetes layer
+# reaches them lazily through `pulumi_kubernetes`), and the check's own modules.
+SHARED_CHECK_MODULES = (
+    "pulumi_kubernetes.apiextensions", "pulumi_kubernetes.apiextensions.v1", "pulumi_kubernetes.batch.v1",
+    "pulumi_kubernetes.core.v1", "pulumi_kubernetes.helm.v3", "pulumi_kubernetes.helm.v4", "pulumi_kubernetes.meta.v1",
+    "pulumi_kubernetes.rbac.v1", "pulumi_kubernetes.scheduling.v1", "pulumi_kubernetes.yaml", "infra.tools.check",
+    "infra.tools.fleet_check",
+)
+
+
+def _load_shared_modules() -> None:
+    """Loaded before the workers fork, so they are loaded once (about 0.6 s of CPU) rather than
+    in every worker and again for the fleet managers."""
+    for module in SHARED_CHECK_MODULES:
+        importlib.import_module(module)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Every named stack (all by default) is checked even after an invalid one, so one run lists
     every problem; invalid stacks exit 2, mandatory violations 1. Stacks are synthesized side by
@@ -221,6 +239,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     # The fleet managers run after the other stacks, over the workers' syntheses of this run.
     managers = [ref for ref in dict.fromkeys(refs) if _fleet_ref(ref)]
     groups = _by_cloud([ref for ref in refs if ref not in managers])
+    if parallel.workers(len(groups)) > 1:
+        _load_shared_modules()
     done = parallel.map_in_order(functools.partial(_check_group, keep=bool(managers)), groups)
     results = {ref: result for group, got in zip(groups, done) for ref, result in zip(group, got)}
     known: Known = {path: kept for _, synthesized in results.values() for path, kept in synthesized.items()}
