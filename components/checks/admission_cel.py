@@ -34,8 +34,11 @@ def _program(expression: str) -> Any:
     return _environment().program(_parsed(expression))
 
 
-# The names the API server binds for a policy's expressions besides `variables`
-# (kubernetes/kubernetes@v1.31 staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/filter.go).
+# The documents this evaluator binds besides `variables` (_refused). The API server binds these
+# and also `params`, `namespaceObject` and `authorizer` (k8s.io/apiserver pkg/admission/plugin/cel,
+# compile.go's ...VarName constants); our policies have no paramKind and read neither of the
+# others, and an expression that named one would fail here as unbound whatever the object, so
+# leaving them out of an expression's key cannot make two different values share one.
 DOCUMENTS = ("object", "oldObject", "request")
 
 
