@@ -341,14 +341,19 @@ class Simulation(Admission, Autoscaling):
         self.unsettled -= 1
         self.last_progress = now
 
-    def _evict(self, pool: PoolState, job: Job, now: float) -> None:
-        """Preempted by Kueue: back to the queue with its creation timestamp."""
+    def _vacate(self, pool: PoolState, job: Job, now: float) -> None:
+        """An admitted job leaves its pool: stopped if running (its work since the checkpoint
+        lost), else no longer waiting for nodes; its quota released."""
         if job.state == RUNNING:
             self._stop(pool, job, now, END_PREEMPTED)
         else:
             self._unwait(pool, job)
             pool.queued_slots -= job.slots
         self._release_quota(pool, job, now)
+
+    def _evict(self, pool: PoolState, job: Job, now: float) -> None:
+        """Preempted by Kueue: back to the queue with its creation timestamp."""
+        self._vacate(pool, job, now)
         job.preemptions += 1
         job.token += 1
         job.order_ts = job.spec.submit_s

@@ -53,7 +53,6 @@ from infra.tools.simulate.model import PREEMPTION_S, StackModel
 from infra.tools.simulate.state import (
     ADMITTED,
     BACKOFF,
-    END_PREEMPTED,
     EVICTED,
     PENDING,
     REJECTED,
@@ -130,12 +129,7 @@ class _Worker(engine.Simulation):
             pool.pending_count -= 1
             pool.queued_slots -= job.slots
         elif job.state in (ADMITTED, RUNNING):
-            if job.state == RUNNING:
-                self._stop(pool, job, now, END_PREEMPTED)
-            else:
-                self._unwait(pool, job)
-                pool.queued_slots -= job.slots
-            self._release_quota(pool, job, now)
+            self._vacate(pool, job, now)
             job.token += 1
         else:
             return
