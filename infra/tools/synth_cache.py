@@ -20,7 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from infra import stackfile
+from components.spec.fleet import worker_stack
+from infra import stackfile, yamlfile
 
 FOLDER = Path("build") / "synth-cache"
 # What the program reads below the project root (infra.program, components, trainer_image).
@@ -66,12 +67,29 @@ def environment() -> str:
 
 def stack_inputs(root: Path, stack_rel: str) -> list[str]:
     """The stack files a synthesis of `stack_rel` reads, relative to `root`: the file itself,
-    and for a fleet manager every stack file beside it (its workers' files lie there; naming
-    them all keeps the key right without reading the manager's spec)."""
+    and for a fleet manager its workers' files (infra.offline.synthesize_fleet reads
+    Pulumi.<stack>.yaml beside the manager's for each `fleet.workers` entry). Where the
+    workers list does not read, every stack file beside it: the key stays right either way, and
+    a review of a change to one cluster stack does not synthesize every fleet over it."""
     path = root / stack_rel
     if not stackfile.is_fleet_file(path):
         return [stack_rel]
-    return sorted({stack_rel, *(p.relative_to(root).as_posix() for p in path.parent.glob("Pulumi.*.yaml"))})
+    workers = _fleet_workers(path)
+    beside = path.parent.glob("Pulumi.*.yaml") if workers is None else (path.parent / f"Pulumi.{w}.yaml" for w in workers)
+    return sorted({stack_rel, *(p.relative_to(root).as_posix() for p in beside)})
+
+
+def _fleet_workers(path: Path) -> list[str] | None:
+    """The stack part of each `platform.fleet.workers` name (components.spec.fleet.worker_stack),
+    or None where the list is not a list of plain stack names."""
+    document = yamlfile.load(path)
+    platform = document["config"][f"{stackfile.CONFIG_NAMESPACE}:{stackfile.CONFIG_KEY}"]
+    fleet = platform.get("fleet")
+    workers = fleet.get("workers") if isinstance(fleet, dict) else None
+    if not isinstance(workers, list) or not all(isinstance(w, str) for w in workers):
+        return None
+    stacks = [worker_stack(w) for w in workers]
+    return None if any(stackfile.stack_name_problem(s) for s in stacks) else stacks
 
 
 def key(tree: str, root: Path, stack_rel: str, recipe: str, env: str) -> str:
@@ -79,7 +97,9 @@ def key(tree: str, root: Path, stack_rel: str, recipe: str, env: str) -> str:
     Two trees with the same key synthesize the stack identically."""
     digest = hashlib.sha256()
     for rel in stack_inputs(root, stack_rel):
-        digest.update(rel.encode() + b"\0" + (root / rel).read_bytes().hex().encode() + b"\0")
+        # A worker's missing file is an input too: its synthesis fails the same way while it is missing.
+        path = root / rel
+        digest.update(rel.encode() + b"\0" + (path.read_bytes().hex().encode() if path.is_file() else b"missing") + b"\0")
     for part in (tree, recipe, env):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()

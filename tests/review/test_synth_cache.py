@@ -139,6 +139,32 @@ FLEET = "stacks/Pulumi.fleet.yaml"
 def test_a_fleet_managers_key_follows_its_workers_stack_files(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
     shutil.copy(REPO / FLEET, root / FLEET)
+    worker = root / "stacks" / "Pulumi.prod-gcp.yaml"
+    worker.write_text("config: {}\n")
+    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    worker.write_text("config: {edited: true}\n")
+    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+
+
+def test_a_fleet_managers_key_counts_a_missing_worker_file(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    shutil.copy(REPO / FLEET, root / FLEET)
+    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    (root / "stacks" / "Pulumi.prod-aws.yaml").write_text("config: {}\n")
+    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+
+
+def test_a_fleet_managers_key_ignores_stack_files_that_are_not_its_workers(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    shutil.copy(REPO / FLEET, root / FLEET)
+    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    (root / STACK).write_text("config: {edited: true}\n")
+    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") == before
+
+
+def test_a_fleet_manager_whose_workers_do_not_read_is_keyed_on_every_stack_file(tmp_path: Path) -> None:
+    root = tiny_tree(tmp_path)
+    (root / FLEET).write_text("config:\n  gpu-platform:platform: {cloud: fleet, fleet: {workers: 3}}\n")
     before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
     (root / STACK).write_text("config: {edited: true}\n")
     assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
