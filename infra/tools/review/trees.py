@@ -112,6 +112,10 @@ for rel in json.loads(sys.argv[2]):
         # What `review --trace` simulates the fleet on (infra.tools.simulate.impact).
         out[stack]["workers"] = workers
 Path(sys.argv[3]).write_text(json.dumps(out, sort_keys=True))
+# The exit's collections would walk every SDK module and resource object for about a second;
+# frozen, they are not walked (as `gpu-platform synth` does at its end).
+import gc
+gc.freeze()
 """
 
 
