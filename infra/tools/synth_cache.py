@@ -67,16 +67,20 @@ def environment() -> str:
 
 def stack_inputs(root: Path, stack_rel: str) -> list[str]:
     """The stack files a synthesis of `stack_rel` reads, relative to `root`: the file itself,
-    and for a fleet manager its workers' files (infra.offline.synthesize_fleet reads
-    Pulumi.<stack>.yaml beside the manager's for each `fleet.workers` entry). Where the
-    workers list does not read, every stack file beside it: the key stays right either way, and
-    a review of a change to one cluster stack does not synthesize every fleet over it."""
+    and for a fleet manager its workers' files (infra.offline.synthesize_fleet reads the
+    checkout's stacks/Pulumi.<stack>.yaml for each `fleet.workers` entry). Where the workers
+    list does not read, every stack file there: the key stays right either way, and a review of
+    a change to one cluster stack does not synthesize every fleet over it."""
     path = root / stack_rel
     if not stackfile.is_fleet_file(path):
         return [stack_rel]
     workers = _fleet_workers(path)
-    beside = path.parent.glob("Pulumi.*.yaml") if workers is None else (path.parent / f"Pulumi.{w}.yaml" for w in workers)
-    return sorted({stack_rel, *(p.relative_to(root).as_posix() for p in beside)})
+    read = (
+        (root / stackfile.STACKS_DIR).glob("Pulumi.*.yaml")
+        if workers is None
+        else (stackfile.resolve(w, root) for w in workers)
+    )
+    return sorted({stack_rel, *(p.relative_to(root).as_posix() for p in read)})
 
 
 def _fleet_workers(path: Path) -> list[str] | None:
