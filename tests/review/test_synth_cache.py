@@ -29,8 +29,8 @@ def tiny_tree(root: Path) -> Path:
     return root
 
 
-def key_of(root: Path) -> str:
-    return synth_cache.key(synth_cache.tree_digest(root), root, STACK, "recipe", "env")
+def key_of(root: Path, stack: str = STACK) -> str:
+    return synth_cache.key(synth_cache.tree_digest(root), root, stack, "recipe", "env")
 
 
 @pytest.mark.parametrize("rel", ["components/spec.py", "infra/program.py", "training_images/Dockerfile", "Pulumi.yaml", STACK])
@@ -136,43 +136,46 @@ def test_a_stack_invalid_in_both_trees_is_left_to_synthesize(tmp_path: Path) -> 
 FLEET = "stacks/Pulumi.fleet.yaml"
 
 
+def fleet_tree(root: Path) -> Path:
+    """The tiny tree with the checkout's fleet manager, whose workers are prod-aws and prod-gcp."""
+    shutil.copy(REPO / FLEET, tiny_tree(root) / FLEET)
+    return root
+
+
 def test_a_fleet_managers_key_follows_its_workers_stack_files(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
-    shutil.copy(REPO / FLEET, root / FLEET)
+    root = fleet_tree(tmp_path)
     worker = root / "stacks" / "Pulumi.prod-gcp.yaml"
     worker.write_text("config: {}\n")
-    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    before = key_of(root, FLEET)
     worker.write_text("config: {edited: true}\n")
-    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+    assert key_of(root, FLEET) != before
 
 
 def test_a_fleet_managers_key_counts_a_missing_worker_file(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
-    shutil.copy(REPO / FLEET, root / FLEET)
-    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    root = fleet_tree(tmp_path)
+    before = key_of(root, FLEET)
     (root / "stacks" / "Pulumi.prod-aws.yaml").write_text("config: {}\n")
-    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+    assert key_of(root, FLEET) != before
 
 
 def test_a_fleet_managers_key_ignores_stack_files_that_are_not_its_workers(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
-    shutil.copy(REPO / FLEET, root / FLEET)
-    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    root = fleet_tree(tmp_path)
+    before = key_of(root, FLEET)
     (root / STACK).write_text("config: {edited: true}\n")
-    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") == before
+    assert key_of(root, FLEET) == before
 
 
 def test_a_fleet_manager_whose_workers_do_not_read_is_keyed_on_every_stack_file(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
     (root / FLEET).write_text("config:\n  gpu-platform:platform: {cloud: fleet, fleet: {workers: 3}}\n")
-    before = synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env")
+    before = key_of(root, FLEET)
     (root / STACK).write_text("config: {edited: true}\n")
-    assert synth_cache.key(synth_cache.tree_digest(root), root, FLEET, "recipe", "env") != before
+    assert key_of(root, FLEET) != before
 
 
 def test_a_cluster_stacks_key_ignores_the_other_stack_files(tmp_path: Path) -> None:
     root = tiny_tree(tmp_path)
     shutil.copy(REPO / REAL, root / REAL)
-    before = synth_cache.key(synth_cache.tree_digest(root), root, REAL, "recipe", "env")
+    before = key_of(root, REAL)
     (root / STACK).write_text("config: {edited: true}\n")
-    assert synth_cache.key(synth_cache.tree_digest(root), root, REAL, "recipe", "env") == before
+    assert key_of(root, REAL) == before
