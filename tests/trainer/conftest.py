@@ -49,8 +49,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "dist-timeout": 60,
 }
 RUN_TIMEOUT_S = 240.0
-# How long the other pods of a failed JobSet run on before the JobSet controller deletes them
-# (in the test: SIGTERM), long enough for a restarted attempt on every node to stop by itself.
+# The longest the other pods of a failed JobSet run on before the JobSet controller deletes them
+# (in the test: SIGTERM), long enough for a restarted attempt on every node to stop by itself;
+# a test's `settled` ends the wait as soon as what it reads has happened.
 JOBSET_GRACE_S = 30.0
 NO_RENAME_HOOK = Path(__file__).resolve().parent / "no_rename"
 NO_RENAME_ENV = "TRAINER_TEST_REFUSE_RENAMES_UNDER"
@@ -171,7 +172,7 @@ class Harness:
 
     def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0,
                   pod_entry: bool = False, max_restarts: int = 0, jobset_fails: bool = False,
-                  **overrides: Any) -> Run:
+                  settled: Callable[[list[Run]], bool] | None = None, **overrides: Any) -> Run:
         """`nodes` torchrun agents on this machine, joined by one c10d rendezvous as separate
         nodes would be (each gets its own LOCAL_WORLD_SIZE). The Run is the first agent's; the
         metrics file is shared (rank 0 writes it), each agent logs to node<i>.log. Every agent
@@ -180,8 +181,9 @@ class Harness:
         marker in a file of each node's own. `jobset_fails` plays the JobSet's part once a pod's
         entry exits with `expect_code` (podFailurePolicy FailJob, then the JobSet's failurePolicy
         deletes the other pods, components.jobs.fabric): the other agents, which may still wait in
-        the next rendezvous round for the node that left, get SIGTERM after JOBSET_GRACE_S; the
-        first to end must exit with `expect_code` and the others end non-zero."""
+        the next rendezvous round for the node that left, get SIGTERM once `settled(runs)` holds
+        (what the test reads has happened) or after JOBSET_GRACE_S; the first to end must exit
+        with `expect_code` and the others end non-zero."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
@@ -209,6 +211,8 @@ class Harness:
             first = self.first_to_end(runs)
             deadline = time.monotonic() + JOBSET_GRACE_S
             while time.monotonic() < deadline and any(run.proc.poll() is None for run in runs):
+                if settled is not None and settled(runs):
+                    break
                 time.sleep(0.2)
             for run in runs:
                 if run.proc.poll() is None:

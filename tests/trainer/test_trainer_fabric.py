@@ -4,6 +4,7 @@ INFO lines, and the gate on two CPU "nodes" with gloo: a probe that reports, a f
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from trainer import fabric
+from trainer import config, fabric, parallel, train
 from trainer.fabric import MIB, Sample, Transport
 
 if TYPE_CHECKING:
@@ -158,8 +159,13 @@ def test_gate_probe_on_two_nodes_reports_in_the_metrics_lines(harness: Harness) 
 def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None:
     # Every node's worker measures the same collective and stops; the agents then close the
     # rendezvous, and one whose store host already left may wait there until the JobSet ends it.
+    def every_node_stopped(runs: list[Run]) -> bool:
+        logs = [r.output() for r in runs]
+        return all("fabric check failed before step 1" in log for log in logs) and any(
+            "exitcode:3" in log.replace(" ", "") for log in logs)
+
     run = harness.run_nodes("fabric-floor", nodes=2, nproc_per_node=1, expect_code=1, jobset_fails=True,
-                            fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+                            settled=every_node_stopped, fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
     logs = [(run.log.parent / f"node{node}.log").read_text(errors="replace") for node in range(2)]
     for node, log in enumerate(logs):
         assert "fabric check failed before step 1" in log, f"node {node} did not stop:\n{log[-2000:]}"
@@ -174,13 +180,44 @@ def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(
     # the restarted attempt must stop at once, and the pod's entry must exit with 3, the status
     # the Job's podFailurePolicy fails the JobSet on (components.jobs.fabric), which then ends the
     # other pods: an agent whose peer left may wait in the next rendezvous round until then.
+    def first_node_refused_the_retry(runs: list[Run]) -> bool:
+        output = runs[0].output()
+        return "not retried, an earlier attempt of this job stopped" in output and (
+            output.count("expected at least 1e+06 GB/s") >= 2)
+
     run = harness.run_nodes("fabric-final", nodes=2, nproc_per_node=1, expect_code=fabric.EXIT_FABRIC,
-                            pod_entry=True, max_restarts=1, jobset_fails=True, fabric_check="enforce",
+                            pod_entry=True, max_restarts=1, jobset_fails=True,
+                            settled=first_node_refused_the_retry, fabric_check="enforce",
                             fabric_floor_gbps=1e6, **PROBE)
     output = run.output()
     assert "not retried, an earlier attempt of this job stopped: fabric check failed before step 1" in output
     assert output.count("expected at least 1e+06 GB/s") >= 2, "the restarted attempt did not run"
     assert (run.metrics_file.parent / "fabric0").read_text().startswith("fabric check failed before step 1")
+
+
+def test_a_rank_whose_training_failed_is_ended_by_sigterm_during_its_teardown(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun closes a failed rank's siblings with SIGTERM before it restarts them; a handler
+    # that only asks for a save at the next step would hold them through the teardown.
+    cfg = config.parse(harness.train_args(tmp_path / "checkpoints", tmp_path / "metrics.jsonl"))
+    assert isinstance(cfg, config.TrainConfig)
+    during_teardown: list[object] = []
+
+    def gate_fails(*_: object) -> int:
+        train.StopRequest()
+        raise fabric.FabricFailure("fabric check failed before step 1")
+
+    monkeypatch.setattr(train, "train", gate_fails)
+    monkeypatch.setattr(parallel, "init_distributed", lambda timeout: None)
+    monkeypatch.setattr(parallel, "shutdown", lambda clean: during_teardown.append(signal.getsignal(signal.SIGTERM)))
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(fabric.FabricFailure):
+            train.run(cfg)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert during_teardown == [signal.SIG_DFL]
 
 
 def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:

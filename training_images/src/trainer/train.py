@@ -302,4 +302,10 @@ def run(cfg: TrainConfig) -> int:
         clean = True
         return code
     finally:
+        if not clean:
+            # A failed rank has nothing left to save, so SIGTERM (torchrun closing the workers
+            # to restart them, the pod's deletion) must end it at once: held by StopRequest, it
+            # waited out the teardown of a group whose peers left until torchrun's SIGKILL,
+            # 30 s later (`_close` in torch/distributed/elastic/multiprocessing/api.py).
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         parallel.shutdown(clean)
