@@ -7,22 +7,36 @@ import os
 import sys
 import traceback
 
-from trainer.config import ConfigError, ExportConfig, PrepareConfig, parse
-from trainer.data import prepare
-from trainer.export import export
-from trainer.fabric import EXIT_FABRIC, FabricFailure, record_failure
-from trainer.train import run
+from trainer.config import ConfigError, ExportConfig, PrepareConfig, TrainConfig, parse
 
 
 def _dispatch(argv: list[str]) -> int:
+    # The modules behind each command are imported once its arguments parse: torch and
+    # torch.distributed.checkpoint take about two seconds, which a refused flag need not wait for.
     cfg = parse(argv)
     if isinstance(cfg, PrepareConfig):
+        from trainer.data import prepare
+
         print(json.dumps(prepare(cfg)))
         return 0
     if isinstance(cfg, ExportConfig):
+        from trainer.export import export
+
         print(json.dumps(export(cfg)))
         return 0
-    return run(cfg)
+    return _train(cfg)
+
+
+def _train(cfg: TrainConfig) -> int:
+    from trainer.fabric import EXIT_FABRIC, FabricFailure, record_failure
+    from trainer.train import run
+
+    try:
+        return run(cfg)
+    except FabricFailure as failure:
+        print(f"trainer: error: {failure}", file=sys.stderr)
+        record_failure(str(failure))
+        return EXIT_FABRIC
 
 
 def main() -> None:
@@ -32,10 +46,6 @@ def main() -> None:
     except ConfigError as error:
         print(f"trainer: error: {error}", file=sys.stderr)
         code = 2
-    except FabricFailure as failure:
-        print(f"trainer: error: {failure}", file=sys.stderr)
-        record_failure(str(failure))
-        code = EXIT_FABRIC
     except Exception:
         traceback.print_exc()
         code = 1
