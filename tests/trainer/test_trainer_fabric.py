@@ -195,14 +195,17 @@ def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(
     assert (run.metrics_file.parent / "fabric0").read_text().startswith("fabric check failed before step 1")
 
 
-def test_a_rank_whose_training_failed_is_ended_by_sigterm_during_its_teardown(
+def test_a_rank_whose_gate_failed_has_left_its_marker_and_is_ended_by_sigterm_during_its_teardown(
     harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # torchrun closes a failed rank's siblings with SIGTERM before it restarts them; a handler
-    # that only asks for a save at the next step would hold them through the teardown.
+    # that only asks for a save at the next step would hold them through the teardown, and the
+    # pod's entry reads the marker to exit with the fabric status.
     cfg = config.parse(harness.train_args(tmp_path / "checkpoints", tmp_path / "metrics.jsonl"))
     assert isinstance(cfg, config.TrainConfig)
-    during_teardown: list[object] = []
+    marker = tmp_path / "fabric-marker"
+    monkeypatch.setenv(fabric.MARKER_ENV, str(marker))
+    during_teardown: list[tuple[object, bool]] = []
 
     def gate_fails(*_: object) -> int:
         train.StopRequest()
@@ -210,15 +213,14 @@ def test_a_rank_whose_training_failed_is_ended_by_sigterm_during_its_teardown(
 
     monkeypatch.setattr(train, "train", gate_fails)
     monkeypatch.setattr(parallel, "init_distributed", lambda timeout: None)
-    monkeypatch.setattr(parallel, "shutdown", lambda clean: during_teardown.append(signal.getsignal(signal.SIGTERM)))
+    monkeypatch.setattr(parallel, "shutdown",
+                        lambda clean: during_teardown.append((signal.getsignal(signal.SIGTERM), marker.exists())))
     before = signal.getsignal(signal.SIGTERM)
     try:
-        with pytest.raises(fabric.FabricFailure):
-            train.run(cfg)
+        assert train.run(cfg) == fabric.EXIT_FABRIC
     finally:
         signal.signal(signal.SIGTERM, before)
-    assert during_teardown == [signal.SIG_DFL]
-
+    assert during_teardown == [(signal.SIG_DFL, True)]
 
 def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
     run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",

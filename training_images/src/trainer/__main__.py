@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 
-from trainer.config import ConfigError, ExportConfig, PrepareConfig, TrainConfig, parse
+from trainer.config import ConfigError, ExportConfig, PrepareConfig, parse
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -24,19 +24,9 @@ def _dispatch(argv: list[str]) -> int:
 
         print(json.dumps(export(cfg)))
         return 0
-    return _train(cfg)
-
-
-def _train(cfg: TrainConfig) -> int:
-    from trainer.fabric import EXIT_FABRIC, FabricFailure, record_failure
     from trainer.train import run
 
-    try:
-        return run(cfg)
-    except FabricFailure as failure:
-        print(f"trainer: error: {failure}", file=sys.stderr)
-        record_failure(str(failure))
-        return EXIT_FABRIC
+    return run(cfg)
 
 
 def main() -> None:

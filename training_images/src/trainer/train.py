@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -301,6 +302,12 @@ def run(cfg: TrainConfig) -> int:
         code = train(cfg, d, precision, store, train_split, val_split)
         clean = True
         return code
+    except fabric.FabricFailure as failure:
+        # Said and left for the pod's entry before the teardown, which a SIGTERM may now end:
+        # the entry exits with EXIT_FABRIC only where the marker is (components.jobs.torchrun).
+        print(f"trainer: error: {failure}", file=sys.stderr, flush=True)
+        fabric.record_failure(str(failure))
+        return fabric.EXIT_FABRIC
     finally:
         if not clean:
             # A failed rank has nothing left to save, so SIGTERM (torchrun closing the workers
