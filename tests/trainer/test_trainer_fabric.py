@@ -222,6 +222,7 @@ def test_a_rank_whose_gate_failed_has_left_its_marker_and_is_ended_by_sigterm_du
         signal.signal(signal.SIGTERM, before)
     assert during_teardown == [(signal.SIG_DFL, True)]
 
+
 def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
     run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
                             fabric_floor_gbps=1e6, **PROBE)
