@@ -11,7 +11,8 @@ since the machine may be shared and the CPU time is the figure that load does no
   change and for one stack file changed (dev-aws's l4-shared pool resized).
 - simulate: `gpu-platform simulate bench --trace FILE` of benchmarks/simulate.py's 50-pool stack
   (a stack file in the scratch repository) and its 100,000-job, 30-day trace: synth, trace,
-  simulation, tables and plots.
+  simulation, tables and plots; cold (build/synth-cache deleted first: the stack is synthesized)
+  and warm (its synthesis read from there, as for every later run on an unchanged stack).
 """
 
 from __future__ import annotations
@@ -109,7 +110,20 @@ def bench_simulate(repo: Path, repeat: int) -> dict[str, Any]:
         trace.parent.mkdir(parents=True, exist_ok=True)
         simulate_bench.jobs_csv(model, 100_000, 30, trace)
         args = ["simulate", str(stack_file), "--trace", str(trace), "--horizon-s", str(30 * 86400), "--out", str(repo / "build" / "simulate")]
-        return {"jobs": 100_000, "days": 30, "pools": 50, **medians([timed(args, repo) for _ in range(repeat)])}
+        cache = repo / "build" / "synth-cache"
+
+        def simulate(cold: bool) -> tuple[float, float]:
+            if cold:
+                shutil.rmtree(cache, ignore_errors=True)
+            return timed(args, repo)
+
+        return {
+            "jobs": 100_000,
+            "days": 30,
+            "pools": 50,
+            "cold": medians([simulate(True) for _ in range(repeat)]),
+            "warm": medians([simulate(False) for _ in range(repeat)]),
+        }
     finally:
         stack_file.unlink()
 

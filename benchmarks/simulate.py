@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import program, stackfile, synth
-from infra.tools.simulate import build, engine, model, report, state, trace
+from infra.tools.simulate import build, engine, model, plots, report, state, trace
 
 REPO = Path(__file__).resolve().parents[1]
 TEAMS = ("t0", "t1", "t2", "t3")
@@ -142,7 +142,7 @@ def main() -> None:
         runs = [one_run(stack, path, args.days, out) for _ in range(args.repeat)]
         result = runs[-1][0]
         plotted = time.perf_counter()
-        report.write_plots(result, stack, out)
+        plots.write_plots(result, stack, out)
         plots_s = time.perf_counter() - plotted
     timings = {key: _median([run[1][key] for run in runs]) for key in runs[0][1]}
     print(

@@ -276,7 +276,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         options = simulate.Options(args.trace, out_dir, args.seed, args.horizon_s, args.spot_rate, args.scale_up_s)
         gc.freeze()
         return _simulate(stack, lambda: simulate_fleet.run(stack, fleet_result, options))
-    stack_file, _, result = offline.synthesize(args.stack)
+    from infra.tools import synth_cache
+
+    stack_file, result = synth_cache.synthesis(args.stack)
     # The SDK modules and the synthesis (some 300,000 objects) live to the end, and the
     # collector walked them again and again while the simulation made its own objects: frozen,
     # it walks only the simulation's (about 1.5 s less of the 100,000-job benchmark). Thawed

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from components.spec.fleet import worker_stack
-from infra import stackfile, yamlfile
+from infra import stackfile, synth, yamlfile
 
 FOLDER = Path("build") / "synth-cache"
 # What the program reads below the project root (infra.program, components, trainer_image).
 INPUTS = ("Pulumi.yaml", "components", "infra", "training_images")
 _SKIPPED_PARTS = {"__pycache__", ".pytest_cache", "build", "dist"}
 _SKIPPED_SUFFIXES = (".pyc", ".egg-info")
+# What `synthesis` keeps of a stack: its entries' recipe, so they never mix with review's
+# snapshots (another shape, keyed by their script).
+SYNTHESIS_RECIPE = "infra.offline.synthesize: project, stack, resources and outputs"
 # Distributions whose code shapes a synthesis beside the project's own.
 _DISTRIBUTIONS = ("pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-kubernetes", "protobuf", "PyYAML")
 
@@ -128,3 +131,33 @@ def put(folder: Path, entry: str, value: dict[str, Any]) -> None:
         os.replace(staging, folder / f"{entry}.json")
     except OSError:
         return
+
+
+def synthesis(ref: str) -> tuple[stackfile.StackFile, synth.Synthesis]:
+    """The synthesis of the stack file `ref` (infra.offline.synthesize), read from the cache of
+    the checkout it belongs to when the same code synthesized the same stack file before, else
+    made and kept there. Only a synthesis that succeeded is kept, so a stack that fails fails the
+    same way every time. `simulate` runs through here: a planner replays trace after trace
+    against one stack, and the synthesis (SDK imports included) is most of a run's start.
+    Outside a checkout, or for a stack file that lies outside it (a symlink), nothing is kept.
+    A fleet manager's revealed_outputs (its reading of its workers) is not kept either: this is
+    for cluster stacks."""
+    from infra import offline
+
+    root = stackfile.root_for(ref)
+    stack_file = stackfile.read(ref, root)
+    try:
+        rel = stack_file.path.resolve().relative_to(root.resolve()).as_posix() if root is not None else None
+    except ValueError:
+        rel = None
+    if root is None or rel is None:
+        _, _, made = offline.synthesize(ref, root)
+        return stack_file, made
+    folder = root / FOLDER
+    entry = key(tree_digest(root), root, rel, SYNTHESIS_RECIPE, environment())
+    cached = get(folder, entry)
+    if cached is not None and {"project", "stack", "resources", "outputs"} <= cached.keys():
+        return stack_file, synth.Synthesis(cached["project"], cached["stack"], cached["resources"], cached["outputs"])
+    stack_file, _, made = offline.synthesize(ref, root)
+    put(folder, entry, {"project": made.project, "stack": made.stack, "resources": made.resources, "outputs": made.outputs})
+    return stack_file, made

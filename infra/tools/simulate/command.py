@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra import output_folder, synth
-from infra.tools.simulate import build, engine, model, report, trace
+from infra.tools.simulate import build, engine, model, plots, report, trace
 from infra.tools.simulate.model import ModelError
 from infra.tools.simulate.state import BoundExceeded
 
@@ -83,9 +83,11 @@ def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
     """Simulate, write the outputs, and return what the command prints."""
     started = time.perf_counter()
     stack_model, jobs = prepare(stack, synthesis, options)
-    result = engine.simulate(stack_model, jobs, options.seed, options.horizon_s)
-    with output_folder.staged(options.out_dir) as staging:
-        figures = report.write(result, stack_model, staging)
+    # Started before the engine, so that they load matplotlib while it runs (plots.Plotters).
+    with plots.Plotters(plots.plot_count(stack_model)) as plotters:
+        result = engine.simulate(stack_model, jobs, options.seed, options.horizon_s)
+        with output_folder.staged(options.out_dir) as staging:
+            figures = report.write(result, stack_model, staging, plotters)
     elapsed = time.perf_counter() - started
     lines = [
         f"{stack}: {len(jobs)} jobs, seed {options.seed}, horizon {report.duration(result.horizon)}"

@@ -1,4 +1,5 @@
-"""What a simulation writes: jobs.csv, segments.csv, summary.json, report.md and its PNG plots.
+"""What a simulation writes: jobs.csv, segments.csv, summary.json, and report.md with its PNG plots
+(drawn by infra.tools.simulate.plots).
 
 Figures are per team, per tier and per pool. GPU-hours count the time a job's pods held GPU
 slots, in physical GPUs (a slot of a GPU shared four ways is a quarter of one). Waits are from
@@ -11,17 +12,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from components.facts import catalog
-from infra.tools import parallel
 from infra.tools.simulate.model import StackModel
+from infra.tools.simulate.plots import WAIT_CDF, Plotters, plot_count, start_plots
 from infra.tools.simulate.state import STATUS_FINISHED, STATUS_REJECTED, STATUS_UNFINISHED, JobOutcome, Result
 
 JOB_COLUMNS = (
@@ -29,9 +27,6 @@ JOB_COLUMNS = (
     "preemptions", "interruptions", "lost_gpu_s", "status",
 )
 SEGMENT_COLUMNS = ("id", "pool", "start_s", "end_s", "gpus", "end_reason")
-WAIT_CDF = "wait-cdf.png"
-# Points per plotted line: longer series are reduced to the maximum of each time bin.
-PLOT_POINTS = 2000
 # Rejected jobs listed by name in report.md; all are in jobs.csv.
 REJECTED_SHOWN = 20
 
@@ -231,13 +226,20 @@ def _write_csv(path: Path, header: Iterable[str], rows: Iterable[Iterable[Any]])
         writer.writerows(rows)
 
 
-def write(result: Result, model: StackModel, out_dir: Path) -> dict[str, Any]:
-    """Every output under `out_dir` (replacing an earlier run's); returns the summary."""
-    figures = write_tables(result, model, out_dir)
+def write(result: Result, model: StackModel, out_dir: Path, plotters: Plotters | None = None) -> dict[str, Any]:
+    """Every output under `out_dir` (replacing an earlier run's); returns the summary. The plots
+    are handed to `plotters` (new ones where none are given) first, and drawn while the tables
+    and report.md are written."""
+    if plotters is None:
+        with Plotters(plot_count(model)) as own:
+            return write(result, model, out_dir, own)
+    out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.png"):
         old.unlink()
-    plots = write_plots(result, model, out_dir)
+    plots = start_plots(result, model, out_dir, plotters)
+    figures = write_tables(result, model, out_dir)
     (out_dir / "report.md").write_text(markdown(result, model, figures, plots))
+    plotters.finish()
     return figures
 
 
@@ -314,127 +316,3 @@ def markdown(result: Result, model: StackModel, figures: dict[str, Any], plots: 
         lines += [f"![{pool.name}: nodes and queued GPU slots]({plots[pool.name]})", ""]
     lines += ["## Model parameters", "", "```json", json.dumps(model.parameters, indent=2), "```", ""]
     return "\n".join(lines)
-
-
-# --- plots --------------------------------------------------------------------------------------
-
-
-def _reduced(series: list[tuple[float, int, int]], end: float) -> tuple[list[float], list[int], list[int]]:
-    """The step series up to `end`, at most PLOT_POINTS steps: each time bin keeps its maximum."""
-    points = [*series, (end, series[-1][1], series[-1][2])] if series else [(0.0, 0, 0), (end, 0, 0)]
-    if len(points) <= PLOT_POINTS or end <= 0:
-        return [p[0] for p in points], [p[1] for p in points], [p[2] for p in points]
-    width = end / PLOT_POINTS
-    times: list[float] = []
-    nodes: list[int] = []
-    queued: list[int] = []
-    for time, n, q in points:
-        start = math.floor(time / width) * width
-        if times and times[-1] == start:
-            nodes[-1], queued[-1] = max(nodes[-1], n), max(queued[-1], q)
-        else:
-            times.append(start)
-            nodes.append(n)
-            queued.append(q)
-    return times, nodes, queued
-
-
-# A plot costs matplotlib's layout of its ticks and labels (about 0.25 s of CPU), whatever
-# its points; from this many pools on, they are drawn by a second process per core too.
-PARALLEL_PLOTS = 8
-
-# One pool's plot: title, unit, scale, times, nodes, queued, the file.
-_PoolPlot = tuple[str, str, float, list[float], list[int], list[int], str]
-
-
-def _draw_pools(plots: list[_PoolPlot]) -> None:
-    """The pools' PNGs (nodes, and GPU slots of jobs waiting, over time). Module-level and plain
-    data only: it runs in spawned processes too."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    for title, unit, scale, times, nodes, queued, path in plots:
-        figure = Figure(figsize=(8, 4.5), dpi=100)
-        FigureCanvasAgg(figure)
-        upper, lower = figure.subplots(2, 1, sharex=True)
-        x = [t / scale for t in times]
-        upper.step(x, nodes, where="post", color="tab:blue")
-        upper.set_ylabel("nodes up")
-        upper.set_ylim(bottom=0)
-        upper.set_title(title)
-        lower.step(x, queued, where="post", color="tab:orange")
-        lower.set_ylabel("GPU slots queued")
-        lower.set_ylim(bottom=0)
-        lower.set_xlabel(unit)
-        figure.tight_layout()
-        figure.savefig(path, format="png", metadata={"Software": None})
-
-
-# A process that draws the plots given as JSON on stdin (a fresh interpreter: a fork of a process
-# running the SDK's threads is not safe, and multiprocessing's spawn would re-run the caller's
-# main module).
-_DRAW = "import json, sys\nfrom infra.tools.simulate.report import _draw_pools\n_draw_pools(json.load(sys.stdin))\n"
-
-
-def _draw_all(plots: list[_PoolPlot]) -> None:
-    """`_draw_pools` over every core: this process draws one share, a process per other core
-    the others. Every plot is drawn by the same code either way, so the files are the same."""
-    shares = min(parallel.cores(), len(plots) // (PARALLEL_PLOTS // 2)) if len(plots) >= PARALLEL_PLOTS else 1
-    parts = [plots[i::shares] for i in range(shares)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    helpers = [
-        subprocess.Popen([sys.executable, "-c", _DRAW], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        for _ in parts[1:]
-    ]
-    for helper, part in zip(helpers, parts[1:]):
-        assert helper.stdin is not None
-        helper.stdin.write(json.dumps(part))
-        helper.stdin.close()
-    _draw_pools(parts[0])
-    for helper in helpers:
-        assert helper.stderr is not None
-        problem = helper.stderr.read()
-        if helper.wait() != 0:
-            raise RuntimeError(f"drawing the pool plots failed: {problem.strip().splitlines()[-1:]}")
-
-
-def write_plots(result: Result, model: StackModel, out_dir: Path) -> dict[str, str]:
-    """One PNG per pool (nodes, and GPU slots of jobs waiting, over time) and the wait-time CDF
-    per tier; returns the file name of each, by pool name and WAIT_CDF.
-
-    matplotlib is imported here, not at module level, so that the other commands of the CLI
-    start without loading it. The object API (no pyplot) keeps no global state between runs.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    days = result.horizon > 3 * 86400
-    scale, unit = (86400, "days") if days else (3600, "hours")
-    names: dict[str, str] = {}
-    plots: list[_PoolPlot] = []
-    for pool in result.pools:
-        times, nodes, queued = _reduced(pool.series, result.horizon)
-        names[pool.name] = f"pool-{pool.name}.png"
-        title = f"{result.stack}: pool {pool.name} (max {model.pool(pool.name).max_nodes} nodes)"
-        plots.append((title, unit, scale, times, nodes, queued, str(out_dir / names[pool.name])))
-    _draw_all(plots)
-    figure = Figure(figsize=(8, 4.5), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    waits: dict[str, list[float]] = defaultdict(list)
-    for job in result.jobs:
-        if job.first_start is not None:
-            waits[job.tier].append((job.first_start - job.submit) / 3600)
-    for tier in sorted(waits, key=lambda t: -model.tiers[t].priority):
-        values = sorted(waits[tier])
-        axes.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=f"{tier} ({len(values)})")
-    axes.set_xlabel("wait (hours)")
-    axes.set_ylabel("share of started jobs")
-    axes.set_ylim(0, 1.02)
-    axes.set_title(f"{result.stack}: wait from submission to first start, per tier")
-    if waits:
-        axes.legend(loc="lower right")
-    figure.tight_layout()
-    names[WAIT_CDF] = WAIT_CDF
-    figure.savefig(out_dir / WAIT_CDF, format="png", metadata={"Software": None})
-    return names
