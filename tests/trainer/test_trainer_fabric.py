@@ -223,6 +223,32 @@ def test_a_rank_whose_gate_failed_has_left_its_marker_and_is_ended_by_sigterm_du
     assert during_teardown == [(signal.SIG_DFL, True)]
 
 
+@pytest.mark.parametrize("returned", [0, 143])
+def test_a_rank_that_returned_from_training_is_ended_by_sigterm_during_its_closing_barrier(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returned: int
+) -> None:
+    # Finished (0) or saved after a stop (143): nothing is left to save, so torchrun closing the
+    # workers after a sibling failed must not wait for its SIGKILL while this rank sits in the
+    # closing barrier of a group that sibling has left.
+    cfg = config.parse(harness.train_args(tmp_path / "checkpoints", tmp_path / "metrics.jsonl"))
+    assert isinstance(cfg, config.TrainConfig)
+    during_teardown: list[tuple[object, bool]] = []
+
+    def trained(*_: object) -> int:
+        train.StopRequest()
+        return returned
+
+    monkeypatch.setattr(train, "train", trained)
+    monkeypatch.setattr(parallel, "init_distributed", lambda timeout: None)
+    monkeypatch.setattr(parallel, "shutdown", lambda clean: during_teardown.append((signal.getsignal(signal.SIGTERM), clean)))
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        assert train.run(cfg) == returned
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert during_teardown == [(signal.SIG_DFL, True)]
+
+
 def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
     run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
                             fabric_floor_gbps=1e6, **PROBE)

@@ -309,10 +309,10 @@ def run(cfg: TrainConfig) -> int:
         fabric.record_failure(str(failure))
         return fabric.EXIT_FABRIC
     finally:
-        if not clean:
-            # A failed rank has nothing left to save, so SIGTERM (torchrun closing the workers
-            # to restart them, the pod's deletion) must end it at once: held by StopRequest, it
-            # waited out the teardown of a group whose peers left until torchrun's SIGKILL,
-            # 30 s later (`_close` in torch/distributed/elastic/multiprocessing/api.py).
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Finished, saved after a stop, or failed, a rank has nothing left to save, so SIGTERM
+        # (torchrun closing the workers to restart them after a sibling failed, the pod's
+        # deletion) must end it at once: held by StopRequest, it waited out the teardown (the
+        # closing barrier of a group a sibling has left, too) until torchrun's SIGKILL, 30 s
+        # later (`_close` in torch/distributed/elastic/multiprocessing/api.py).
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         parallel.shutdown(clean)
