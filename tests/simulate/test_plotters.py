@@ -58,6 +58,16 @@ def test_a_plot_a_process_cannot_draw_fails_the_run(tmp_path: Path, two_cores: N
             plotters.finish()
 
 
+def test_a_plot_process_that_ends_before_reading_its_plots_is_reported_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cores: None
+) -> None:
+    monkeypatch.setattr(plots, "_DRAW", "raise SystemExit('no matplotlib here')")
+    with plots.Plotters(plots.PARALLEL_PLOTS) as plotters:
+        plotters.start(*some_plots(tmp_path))
+        with pytest.raises(RuntimeError, match="drawing the plots failed.*no matplotlib here"):
+            plotters.finish()
+
+
 def test_the_plot_processes_end_with_a_run_that_failed(two_cores: None) -> None:
     with pytest.raises(ValueError, match="the engine"):
         with plots.Plotters(plots.PARALLEL_PLOTS) as plotters:

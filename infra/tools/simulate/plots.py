@@ -5,6 +5,7 @@ engine runs (Plotters), so that a 50-pool run draws its plots beside the tables,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -142,7 +143,8 @@ class Plotters:
             process.wait()
             for stream in (process.stdin, process.stderr):
                 if stream is not None:
-                    stream.close()
+                    with contextlib.suppress(OSError):
+                        stream.close()
 
     def start(self, pools: list[PoolPlot], waits: WaitPlot) -> None:
         """Hand the plots to the processes (the wait CDF to the one with fewer pools), or keep
@@ -153,8 +155,12 @@ class Plotters:
             return
         for i, process in enumerate(self.processes):
             assert process.stdin is not None
-            process.stdin.write(json.dumps([pools[i::count], waits if i == count - 1 else None]))
-            process.stdin.close()
+            try:
+                with process.stdin:
+                    process.stdin.write(json.dumps([pools[i::count], waits if i == count - 1 else None]))
+            except BrokenPipeError:
+                # The process ended before it read its share: `finish` reports its error.
+                pass
 
     def finish(self) -> None:
         """Every plot drawn: here, or by the processes, waited for."""
