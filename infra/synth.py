@@ -9,14 +9,12 @@ Runs with preview=False, so every `apply` runs on resolved values.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
 from google.protobuf import json_format
@@ -24,7 +22,7 @@ from pulumi.runtime import mocks, settings, stack as runtime_stack
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.sync_await import _sync_await
 
-from infra import mock_outputs
+from infra import collector, mock_outputs
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -177,25 +175,9 @@ def run(
 
     Paths under the project `root` (the trainer's build context) are recorded relative to it,
     so a checkout synthesizes the same wherever it is (review compares two checkouts)."""
-    with _collector_paused():
+    # 1.85 s instead of 2.73 s of CPU for benchmarks/simulate.py's 50-pool stack (infra.collector).
+    with collector.paused():
         return _run(program, project, stack, config, root)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for one synthesis: the SDK resource modules it imports
-    and the objects it records (some 600,000 for a 50-pool stack) are young objects the
-    collector walked again and again, about a third of the run's CPU time (1.85 s instead of
-    2.73 s for benchmarks/simulate.py's stack), for a peak memory within 2% of the same. What a
-    synthesis leaves behind is freed by reference counting or by the first collection after it;
-    a caller that had the collector off keeps it off."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _run(

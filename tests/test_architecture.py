@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "infra/mock_outputs.py",
             "infra/output_folder.py",
             "infra/inputs.py",
+            "infra/collector.py",
         ),
     ),
     ("tools", ("infra/tools",)),
