@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import output_folder, synth
+from infra import collector, output_folder, synth
 from infra.tools.simulate import build, engine, model, plots, report, trace
 from infra.tools.simulate.model import ModelError
 from infra.tools.simulate.state import BoundExceeded
@@ -82,7 +82,9 @@ def prepare(stack: str, synthesis: synth.Synthesis, options: Options) -> tuple[m
 def run(stack: str, synthesis: synth.Synthesis, options: Options) -> str:
     """Simulate, write the outputs, and return what the command prints."""
     started = time.perf_counter()
-    stack_model, jobs = prepare(stack, synthesis, options)
+    # The trace's jobs: 0.57 s instead of 0.75 s of CPU for 100,000 of them (infra.collector).
+    with collector.paused():
+        stack_model, jobs = prepare(stack, synthesis, options)
     # Started before the engine, so that they load matplotlib while it runs (plots.Plotters).
     with plots.Plotters(plots.plot_count(stack_model)) as plotters:
         result = engine.simulate(stack_model, jobs, options.seed, options.horizon_s)
