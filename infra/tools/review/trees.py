@@ -51,6 +51,10 @@ try:
     from infra.offline import synthesize_fleet
 except ImportError:
     synthesize_fleet = None
+import inspect
+# Syntheses by resolved stack file path, for a fleet manager's workers (synthesize_fleet's
+# `known`, which a base from before it existed does not take: there it synthesizes them again).
+known = {} if synthesize_fleet is not None and "known" in inspect.signature(synthesize_fleet).parameters else None
 
 
 def is_fleet(path):
@@ -60,15 +64,17 @@ def is_fleet(path):
         return False
 
 out = {}
-for rel in json.loads(sys.argv[2]):
+rels = [rel for rel in json.loads(sys.argv[2]) if (root / rel).is_file()]
+fleets = {rel for rel in rels if synthesize_fleet is not None and is_fleet(root / rel)}
+# Managers last, so that each finds its workers this process synthesized in `known`.
+for rel in [rel for rel in rels if rel not in fleets] + [rel for rel in rels if rel in fleets]:
     path = root / rel
-    if not path.is_file():
-        continue
     stack = path.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
     try:
-        if synthesize_fleet is not None and is_fleet(path):
-            # A fleet manager: its workers synthesized in-process, then the manager over them.
-            fleet = synthesize_fleet(str(path), root)
+        if rel in fleets:
+            # A fleet manager: its workers synthesized in-process (or found in `known`), then
+            # the manager over them.
+            fleet = synthesize_fleet(str(path), root) if known is None else synthesize_fleet(str(path), root, known=known)
             stack_file, spec, synthesis = fleet.stack_file, None, fleet.synthesis
             from infra.stackfile import read as read_stack_file
             from components.spec.fleet import worker_stack
@@ -79,6 +85,8 @@ for rel in json.loads(sys.argv[2]):
         else:
             stack_file, spec, synthesis = synthesize(str(path), root)
             workers = None
+            if known is not None:
+                known[path.resolve()] = (spec, synthesis)
     except SpecError as exc:
         out[stack] = {"error": exc.render()}
         continue
