@@ -8,7 +8,8 @@ since the machine may be shared and the CPU time is the figure that load does no
 - check: `gpu-platform check` of every stack of this checkout.
 - review: `gpu-platform review --base HEAD` in a scratch git repository holding this checkout's
   files as one commit, with build/synth-cache deleted first (cold) and kept (warm), for no
-  change and for one stack file changed (dev-aws's l4-shared pool resized).
+  change, for one stack file changed (dev-aws's l4-shared pool resized) and for every stack
+  changed (a comment appended to components/naming.py, which every stack's program reads).
 - simulate: `gpu-platform simulate bench --trace FILE` of benchmarks/simulate.py's 50-pool stack
   (a stack file in the scratch repository) and its 100,000-job, 30-day trace: synth, trace,
   simulation, tables and plots; cold (build/synth-cache deleted first: the stack is synthesized)
@@ -93,6 +94,15 @@ def bench_review(repo: Path, repeat: int) -> dict[str, Any]:
     try:
         out["one_stack_changed_cold"] = medians([review(True) for _ in range(repeat)])
         out["one_stack_changed_warm"] = medians([review(False) for _ in range(repeat)])
+    finally:
+        path.write_text(original)
+    # Code every stack's program reads: each stack synthesized in both trees.
+    path = repo / "components" / "naming.py"
+    original = path.read_text()
+    path.write_text(original + "\n# touched\n")
+    try:
+        out["all_stacks_changed_cold"] = medians([review(True) for _ in range(repeat)])
+        out["all_stacks_changed_warm"] = medians([review(False) for _ in range(repeat)])
     finally:
         path.write_text(original)
     return out
