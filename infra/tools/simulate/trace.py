@@ -131,9 +131,9 @@ def _header_problems(header: list[str], source: str) -> list[str]:
 def _job(
     row: list[str], cells: tuple[int, ...], checkpoint_cell: int | None, line: int, source: str, names: StackNames
 ) -> tuple[TraceJob | None, list[str]]:
-    """The row's job, or its problems in column order. `cells` are the REQUIRED_COLUMNS' indices.
-    Checked in one pass, without a function per cell: a 100,000-job trace reads in a third of
-    the time."""
+    """The row's job, or its problems in column order. `cells` are the REQUIRED_COLUMNS' indices,
+    unpacked below in that order. Checked in one pass, without a function per cell: 0.60 s
+    instead of 0.74 s of CPU for a 100,000-job trace."""
     job_id, submit_text, team, tier, pool, nodes_text, gpus_text, duration_text = (row[i].strip() for i in cells)
     checkpoint_text = row[checkpoint_cell].strip() if checkpoint_cell is not None else ""
     submit = _seconds(submit_text, allow_zero=True)
