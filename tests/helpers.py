@@ -42,3 +42,22 @@ def prod_aws_karpenter_config() -> dict[str, Any]:
     )
     platform["scheduling"]["teams"][1]["quotas"]["l40s-reserved"] = 8
     return config
+
+
+# A stack file of tiny_checkout.
+TINY_STACK = "stacks/Pulumi.a.yaml"
+
+
+def tiny_checkout(root: Path) -> Path:
+    """The smallest tree the synthesis cache keys (infra.tools.synth_cache.INPUTS and a stack
+    file): what the cache tests change one file of."""
+    for rel, text in {
+        "Pulumi.yaml": "name: gpu-platform\n",
+        "components/spec.py": "LIMIT = 1\n",
+        "infra/program.py": "def main(): ...\n",
+        "training_images/Dockerfile": "FROM scratch\n",
+        TINY_STACK: "config: {}\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root

@@ -9,24 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TINY_STACK, tiny_checkout
 
 from infra.tools import synth_cache
 from infra.tools.review import trees
 
-STACK = "stacks/Pulumi.a.yaml"
-
-
-def tiny_tree(root: Path) -> Path:
-    for rel, text in {
-        "Pulumi.yaml": "name: gpu-platform\n",
-        "components/spec.py": "LIMIT = 1\n",
-        "infra/program.py": "def main(): ...\n",
-        "training_images/Dockerfile": "FROM scratch\n",
-        STACK: "config: {}\n",
-    }.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+STACK = TINY_STACK
 
 
 def key_of(root: Path, stack: str = STACK) -> str:
@@ -35,14 +23,14 @@ def key_of(root: Path, stack: str = STACK) -> str:
 
 @pytest.mark.parametrize("rel", ["components/spec.py", "infra/program.py", "training_images/Dockerfile", "Pulumi.yaml", STACK])
 def test_a_changed_input_is_a_different_key(tmp_path: Path, rel: str) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     before = key_of(root)
     (root / rel).write_text((root / rel).read_text() + "# changed\n")
     assert key_of(root) != before
 
 
 def test_bytecode_and_build_output_do_not_change_the_key(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     before = key_of(root)
     (root / "components" / "__pycache__").mkdir()
     (root / "components" / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"\0")
@@ -52,7 +40,7 @@ def test_bytecode_and_build_output_do_not_change_the_key(tmp_path: Path) -> None
 
 
 def test_the_same_files_in_another_folder_are_the_same_key(tmp_path: Path) -> None:
-    assert key_of(tiny_tree(tmp_path / "one")) == key_of(tiny_tree(tmp_path / "two"))
+    assert key_of(tiny_checkout(tmp_path / "one")) == key_of(tiny_checkout(tmp_path / "two"))
 
 
 class FakeSnapshots:
@@ -68,7 +56,7 @@ class FakeSnapshots:
 
 
 def two_trees(tmp_path: Path) -> dict[str, Path]:
-    base = tiny_tree(tmp_path / "base")
+    base = tiny_checkout(tmp_path / "base")
     working = tmp_path / "working"
     shutil.copytree(base, working)
     return {"base": base, "working": working}
@@ -138,7 +126,7 @@ FLEET = "stacks/Pulumi.fleet.yaml"
 
 def fleet_tree(root: Path) -> Path:
     """The tiny tree with the checkout's fleet manager, whose workers are prod-aws and prod-gcp."""
-    shutil.copy(REPO / FLEET, tiny_tree(root) / FLEET)
+    shutil.copy(REPO / FLEET, tiny_checkout(root) / FLEET)
     return root
 
 
@@ -166,7 +154,7 @@ def test_a_fleet_managers_key_ignores_stack_files_that_are_not_its_workers(tmp_p
 
 
 def test_a_fleet_manager_whose_workers_do_not_read_is_keyed_on_every_stack_file(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     (root / FLEET).write_text("config:\n  gpu-platform:platform: {cloud: fleet, fleet: {workers: 3}}\n")
     before = key_of(root, FLEET)
     (root / STACK).write_text("config: {edited: true}\n")
@@ -174,7 +162,7 @@ def test_a_fleet_manager_whose_workers_do_not_read_is_keyed_on_every_stack_file(
 
 
 def test_a_cluster_stacks_key_ignores_the_other_stack_files(tmp_path: Path) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     shutil.copy(REPO / REAL, root / REAL)
     before = key_of(root, REAL)
     (root / STACK).write_text("config: {edited: true}\n")

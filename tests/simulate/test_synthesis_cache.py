@@ -7,27 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, TINY_STACK, tiny_checkout
 
 from components.spec import Problem, SpecError
 from infra import cli, offline, stackfile, synth
 from infra.tools import synth_cache
 
-STACK = "stacks/Pulumi.a.yaml"
+STACK = TINY_STACK
 EXAMPLE = REPO / "examples" / "traces" / "prod-aws-week.csv"
-
-
-def tiny_tree(root: Path) -> Path:
-    for rel, text in {
-        "Pulumi.yaml": "name: gpu-platform\n",
-        "components/spec.py": "LIMIT = 1\n",
-        "infra/program.py": "def main(): ...\n",
-        "training_images/Dockerfile": "FROM scratch\n",
-        STACK: "config: {}\n",
-    }.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 class CountingSynthesis:
@@ -54,7 +41,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> CountingSynthesis:
 
 
 def test_an_unchanged_stack_is_synthesized_once_and_read_back_the_same(tmp_path: Path, fake: CountingSynthesis) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     _, first = synth_cache.synthesis(str(root / STACK))
     stack_file, second = synth_cache.synthesis(str(root / STACK))
     assert fake.runs == 1
@@ -66,7 +53,7 @@ def test_an_unchanged_stack_is_synthesized_once_and_read_back_the_same(tmp_path:
 
 @pytest.mark.parametrize("rel", [STACK, "components/spec.py"])
 def test_a_changed_stack_file_or_program_is_synthesized_again(tmp_path: Path, fake: CountingSynthesis, rel: str) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     synth_cache.synthesis(str(root / STACK))
     (root / rel).write_text((root / rel).read_text() + "# changed\n")
     _, again = synth_cache.synthesis(str(root / STACK))
@@ -74,7 +61,7 @@ def test_a_changed_stack_file_or_program_is_synthesized_again(tmp_path: Path, fa
 
 
 def test_a_failed_synthesis_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = tiny_tree(tmp_path)
+    root = tiny_checkout(tmp_path)
     failing = CountingSynthesis(fail=True)
     monkeypatch.setattr(offline, "synthesize", failing)
     for _ in range(2):
