@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -24,8 +25,16 @@ def _dispatch(argv: list[str]) -> int:
 
         print(json.dumps(export(cfg)))
         return 0
-    from trainer.train import run
-
+    # torch and the trainer import some 250,000 objects the cyclic collector tracks, alive for
+    # the whole process: made with the collector off, then frozen out of it, they are not walked
+    # again at every collection the training steps trigger (tests/trainer/test_trainer_distributed
+    # and test_trainer_cli: 96 s instead of 100 s of CPU).
+    gc.disable()
+    try:
+        from trainer.train import run
+    finally:
+        gc.freeze()
+        gc.enable()
     return run(cfg)
 
 
