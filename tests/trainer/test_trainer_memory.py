@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -18,7 +19,9 @@ PROBE = Path(__file__).resolve().parent / "memory_probe.py"
 TOLERANCE = 0.15
 
 
+@functools.cache
 def probe(preset: str, micro: int, seq_len: int, checkpointing: bool = False) -> dict[str, object]:
+    """Once per configuration: a probe is a fresh process of several seconds, and two tests read small/4."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     args = [sys.executable, str(PROBE), preset, str(micro), str(seq_len), *(["ckpt"] if checkpointing else [])]
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=180, check=True)
