@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -249,14 +250,6 @@ def test_a_rank_that_returned_from_training_is_ended_by_sigterm_during_its_closi
     assert during_teardown == [(signal.SIG_DFL, True)]
 
 
-def test_warn_mode_reports_a_missed_floor_and_trains(harness: Harness) -> None:
-    run = harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
-                            fabric_floor_gbps=1e6, **PROBE)
-    assert "(--fabric-check warn: training anyway)" in run.output()
-    report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
-    assert report["passed"] is False and report["floor_gbps"] == 1e6
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -281,29 +274,54 @@ def _scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
     return {}
 
 
-def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # warn trains on a fabric enforce would refuse; a floor no CPU reaches makes the verdict fail.
+@dataclass
+class MissedFloor:
+    run: Run
+    series: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def missed_floor(harness: Harness) -> MissedFloor:
+    """One warn run under a floor no CPU reaches (a verdict that fails), its endpoint scraped while
+    it lasts (20 steps, long enough for a read): read by both tests of what warn does with a missed
+    floor, so the two nodes' four torch processes start once."""
     port = _free_port()
-    monkeypatch.setitem(harness.env, "TRAINER_METRICS_PORT", str(port))
+    env = harness.env
+    harness.env = {**env, "TRAINER_METRICS_PORT": str(port)}
     failures: list[BaseException] = []
     runs: list[Run] = []
 
     def run() -> None:
         try:
-            runs.append(harness.run_nodes("fabric-metrics", nodes=2, nproc_per_node=1, fabric_check="warn",
-                              fabric_floor_gbps=1e6, **{**PROBE, "max_steps": 20, "checkpoint_every": 20}))
+            runs.append(harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
+                                          fabric_floor_gbps=1e6, **{**PROBE, "max_steps": 20, "checkpoint_every": 20}))
         except BaseException as error:  # noqa: BLE001 - re-raised below, in the test's thread
             failures.append(error)
 
-    running = threading.Thread(target=run)
-    running.start()
-    series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
-    running.join()
-    assert not failures, failures
-    report = next(r["fabric"] for r in runs[0].metrics() if r["event"] == "train")
-    assert series, f"the endpoint never served the fabric series; log:\n{runs[0].output()[-3000:]}"
+    try:
+        running = threading.Thread(target=run)
+        running.start()
+        series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
+        running.join()
+    finally:
+        harness.env = env
+    if failures:
+        raise failures[0]
+    return MissedFloor(runs[0], series)
+
+
+def test_warn_mode_reports_a_missed_floor_and_trains(missed_floor: MissedFloor) -> None:
+    run = missed_floor.run
+    assert "(--fabric-check warn: training anyway)" in run.output()
+    report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
+    assert report["passed"] is False and report["floor_gbps"] == 1e6
+    assert [r["step"] for r in run.metrics() if r["event"] == "train"] == list(range(1, 21))
+
+
+def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(missed_floor: MissedFloor) -> None:
+    run, series = missed_floor.run, missed_floor.series
+    report = next(r["fabric"] for r in run.metrics() if r["event"] == "train")
+    assert series, f"the endpoint never served the fabric series; log:\n{run.output()[-3000:]}"
     assert series["trainer_fabric_bus_bandwidth_bytes_per_second{warn,none}"] == report["busbw_gbps"] * 1e9
     assert series["trainer_fabric_check_passed{warn,none}"] == 0
     assert series["trainer_fabric_floor_bytes_per_second{,}"] == 1e15
