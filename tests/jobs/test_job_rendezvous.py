@@ -83,12 +83,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def rendered_container() -> dict[str, Any]:
+def rendered_container(gpus_per_node: int = 2) -> dict[str, Any]:
     spec = stackfile.read("onprem", REPO).spec()
     jobset = renderer.render(
         spec,
         renderer.JobRequest(
-            pool="a100-train", nodes=2, gpus_per_node=2, team="research", tier="standard", image="ghcr.io/a/t:1",
+            pool="a100-train", nodes=2, gpus_per_node=gpus_per_node, team="research", tier="standard", image="ghcr.io/a/t:1",
             trainer_args=["--preset", "tiny", "--max-steps", "1", "--checkpoint-every", "1", "--global-batch-size", "4",
                           "--seq-len", "64", "--seed", "0", "--data", "/data/x"],
         ),
@@ -183,18 +183,19 @@ def test_two_pods_rendezvous_and_torchrun_restarts_a_crashed_worker(tmp_path: Pa
 
 
 def test_one_pod_s_killed_worker_restarts_both_pods_together_within_a_minute(tmp_path: Path) -> None:
-    """The other pod's workers sit outside any collective; c10d tells their agent that a node
-    waits for a new round, and it restarts them without counting a failure."""
+    """The other pod's worker sits outside any collective; c10d tells its agent that a node
+    waits for a new round, and it restarts it without counting a failure. One worker per pod is
+    enough to show it (the crash test above has two), and four torch processes fewer."""
     pytest.importorskip("torch")
     script = tmp_path / "worker.py"
     script.write_text(KILLED_ONCE)
-    with two_pods(rendered_container(), script, tmp_path) as pods:
+    with two_pods(rendered_container(gpus_per_node=1), script, tmp_path) as pods:
         codes = wait_all(pods, tmp_path)
     finished = output(tmp_path)
     assert codes == [0, 0], finished[-4000:]
-    killed = float(re.findall(r"rank 3 killed ([0-9.]+)", finished)[0])
+    killed = float(re.findall(r"rank 1 killed ([0-9.]+)", finished)[0])
     restarted = {int(r): float(t) for r, t in re.findall(r"rank (\d) run 2 started ([0-9.]+)", finished)}
-    assert sorted(restarted) == [0, 1, 2, 3], finished[-4000:]
+    assert sorted(restarted) == [0, 1], finished[-4000:]
     assert max(restarted.values()) - killed < RESTART_WITHIN_S, (killed, restarted)
 
 
