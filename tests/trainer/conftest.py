@@ -8,10 +8,14 @@ do, so every checkpoint the tests write was committed without one.
 
 The reference runs are uninterrupted trainings with one fixed configuration (tiny preset, 40
 steps, a checkpoint every 10). Interrupted, resized and sharded runs are compared against them.
+They and the prepared corpus are made once per test session, by the first pytest-xdist worker
+that needs them, in a folder all workers read (`_once`): each is a torch process or three that
+every worker would otherwise start again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -20,7 +24,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +43,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "checkpoint-every": 10,
     "global-batch-size": 16,
     "micro-batch-size": 8,
-    "seq-len": 128,
+    # 64 tokens, not the preset's 256: every run's steps cost half what 128 did (tests/trainer: 17 s
+    # less CPU), and nothing compared here depends on the length.
+    "seq-len": 64,
     "seed": 7,
     "log-every": 1,
     "warmup-steps": 5,
@@ -58,8 +65,9 @@ NO_RENAME_ENV = "TRAINER_TEST_REFUSE_RENAMES_UNDER"
 
 
 @dataclass
-class Run:
-    proc: subprocess.Popen[bytes]
+class RunFiles:
+    """What a run leaves behind, all the tests of a shared reference run read."""
+
     log: Path
     checkpoint_dir: Path
     metrics_file: Path
@@ -82,6 +90,11 @@ class Run:
             for r in self.metrics()
             if r["event"] == "train" and r["eval_loss"] is not None
         }
+
+
+@dataclass
+class Run(RunFiles):
+    proc: subprocess.Popen[bytes]
 
 
 def max_rel_diff(a: dict[int, float], b: dict[int, float]) -> float:
@@ -124,6 +137,7 @@ class Harness:
     def __init__(self, root: Path, data_dir: Path, no_rename_root: Path) -> None:
         self.root = root
         self.data_dir = data_dir
+        self.no_rename_root = no_rename_root
         self.env = dict(
             os.environ,
             TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
@@ -168,7 +182,7 @@ class Harness:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                                     cwd=folder, start_new_session=True)
         local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
-        return Run(proc, log, local, metrics)
+        return Run(log, local, metrics, proc)
 
     def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0,
                   pod_entry: bool = False, max_restarts: int = 0, jobset_fails: bool = False,
@@ -206,7 +220,7 @@ class Harness:
             with open(log, "wb") as out:
                 proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                         cwd=folder, start_new_session=True)
-            runs.append(Run(proc, log, ckpt, metrics))
+            runs.append(Run(log, ckpt, metrics, proc))
         if jobset_fails:
             first = self.first_to_end(runs)
             deadline = time.monotonic() + JOBSET_GRACE_S
@@ -290,26 +304,64 @@ def write_corpus(path: Path, words: int = 60_000, seed: int = 0) -> None:
     path.write_text("".join(lines))
 
 
+def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This test session's own folder: a pytest-xdist worker's base folder is one of its folders."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def _once(folder: Path) -> Iterator[bool]:
+    """Holds `folder`'s lock (fcntl.flock, so one worker at a time) and yields whether what goes
+    into it is still to be made; it counts as made once the block ends without an error, so a
+    failed attempt is made again by the next worker that needs it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    made = folder.with_name(f"{folder.name}.made")
+    with open(folder.with_name(f"{folder.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        to_make = not made.exists()
+        yield to_make
+        if to_make:
+            made.touch()
+
+
 @pytest.fixture(scope="session")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("corpus")
-    write_corpus(root / "corpus.txt")
-    prepare(PrepareConfig(input=root / "corpus.txt", output=root / "data"))
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _session_root(tmp_path_factory) / "trainer-shared"
+
+
+@pytest.fixture(scope="session")
+def data_dir(shared_dir: Path) -> Path:
+    root = shared_dir / "corpus"
+    with _once(root) as to_make:
+        if to_make:
+            root.mkdir()
+            write_corpus(root / "corpus.txt")
+            prepare(PrepareConfig(input=root / "corpus.txt", output=root / "data"))
     return root / "data"
 
 
 @pytest.fixture(scope="session")
 def harness(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Harness:
-    return Harness(tmp_path_factory.mktemp("runs"), data_dir, no_rename_root=tmp_path_factory.getbasetemp())
+    return Harness(tmp_path_factory.mktemp("runs"), data_dir, no_rename_root=_session_root(tmp_path_factory))
+
+
+def _reference(harness: Harness, shared_dir: Path, name: str, nproc: int | None = None) -> RunFiles:
+    folder = shared_dir / name
+    with _once(folder) as to_make:
+        if to_make:
+            shared = Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
+            shared.run(name, nproc)
+    return RunFiles(folder / "output.log", folder / "checkpoints", folder / "metrics.jsonl")
 
 
 @pytest.fixture(scope="session")
-def reference_one(harness: Harness) -> Run:
+def reference_one(harness: Harness, shared_dir: Path) -> RunFiles:
     """Uninterrupted, one plain process (no torchrun), two micro-batches per step."""
-    return harness.run("reference-1proc")
+    return _reference(harness, shared_dir, "reference-1proc")
 
 
 @pytest.fixture(scope="session")
-def reference_two(harness: Harness) -> Run:
+def reference_two(harness: Harness, shared_dir: Path) -> RunFiles:
     """Uninterrupted, two processes under torchrun, one micro-batch each per step."""
-    return harness.run("reference-2proc", nproc=2)
+    return _reference(harness, shared_dir, "reference-2proc", nproc=2)

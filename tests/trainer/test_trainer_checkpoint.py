@@ -16,7 +16,7 @@ from trainer.config import ConfigError
 from trainer.storage import Store
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run
+    from conftest import Harness, RunFiles
 
 
 def _folder(root: Path, name: str, metadata: bool, marker: bool) -> Path:
@@ -103,7 +103,7 @@ def test_the_test_file_system_refuses_renames_where_the_trainer_writes(harness: 
     assert os.environ.get("TRAINER_TEST_REFUSE_RENAMES_UNDER") is None, "the hook is for child processes only"
 
 
-def test_training_run_writes_committed_checkpoints_named_by_step(reference_one: Run) -> None:
+def test_training_run_writes_committed_checkpoints_named_by_step(reference_one: RunFiles) -> None:
     checkpoint_dir = reference_one.checkpoint_dir
     assert sorted(p.name for p in checkpoint_dir.iterdir()) == [f"step_{s:08d}" for s in (10, 20, 30, 40)]
     for folder in checkpoint_dir.iterdir():

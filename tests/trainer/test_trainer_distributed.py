@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run
+    from conftest import Harness, Run, RunFiles
 
 WORLD_RTOL = 1e-6
 FSDP_RTOL = 1e-5
@@ -38,7 +38,7 @@ RESTART_RTOL = 1e-4
 
 
 def test_two_processes_match_one_process_at_the_same_global_batch(
-    harness: Harness, reference_one: Run, reference_two: Run
+    harness: Harness, reference_one: RunFiles, reference_two: RunFiles
 ) -> None:
     assert len(reference_one.train_losses()) == 40
     assert harness.max_rel_diff(reference_two.train_losses(), reference_one.train_losses()) <= WORLD_RTOL
@@ -54,13 +54,13 @@ def test_more_processes_than_eval_samples_evaluate_the_same_samples(harness: Har
     assert harness.max_rel_diff(two.eval_losses(), one.eval_losses()) <= WORLD_RTOL
 
 
-def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: Run) -> None:
+def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: RunFiles) -> None:
     fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
     assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL
     assert harness.max_rel_diff(fsdp.eval_losses(), reference_one.eval_losses()) <= FSDP_RTOL
 
 
-def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: Run) -> None:
+def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: RunFiles) -> None:
     """Two torchrun agents, one process each, as two nodes: a (2 replicas x 1 shard) mesh."""
     hsdp = harness.run_nodes("hsdp-2-nodes", nodes=2, nproc_per_node=1, parallel="hsdp")
     assert harness.max_rel_diff(hsdp.train_losses(), reference_two.train_losses()) <= HSDP_RTOL
@@ -69,7 +69,7 @@ def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: Run)
 
 
 def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(
-    harness: Harness, reference_two: Run
+    harness: Harness, reference_two: RunFiles
 ) -> None:
     """The harness's file system refuses every rename (as Mountpoint for S3 does), so this run
     checkpoints, is killed and resumes exactly as it would on a bucket mount."""
@@ -97,7 +97,7 @@ def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_witho
     assert abs(final["eval_loss"] - reference["eval_loss"]) / reference["eval_loss"] <= RESTART_RTOL
 
 
-def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: Run, tmp_path: Path) -> None:
+def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: RunFiles, tmp_path: Path) -> None:
     """Also: a newer save that never committed (step 30 without its marker) is not resumed from."""
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
@@ -170,7 +170,7 @@ def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness)
 
 
 def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
-    harness: Harness, reference_two: Run, tmp_path: Path
+    harness: Harness, reference_two: RunFiles, tmp_path: Path
 ) -> None:
     """Written in the background while training goes on, a checkpoint still holds the state of
     its own step: resumed from step 20, the losses repeat the synchronous run's exactly."""

@@ -16,11 +16,11 @@ from trainer.data import TokenFile
 from trainer.export import eval_loss, load_exported
 
 if TYPE_CHECKING:
-    from conftest import Run
+    from conftest import RunFiles
 
 
 @pytest.fixture(scope="module")
-def exported(reference_one: Run, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+def exported(reference_one: RunFiles, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     output = tmp_path_factory.mktemp("export") / "model.pt"
     result = subprocess.run(
         [sys.executable, "-m", "trainer", "export", "--checkpoint-dir", str(reference_one.checkpoint_dir),

@@ -23,7 +23,7 @@ from trainer.metrics import (
 from trainer.model import GPT, count_params, matmul_params
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run
+    from conftest import Harness, RunFiles
 
 
 def test_flops_per_token_is_six_n_plus_attention_term() -> None:
@@ -68,7 +68,7 @@ def test_1b_preset_has_about_a_billion_parameters() -> None:
     assert 0.95e9 < count_params(model) < 1.1e9
 
 
-def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: Run) -> None:
+def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: RunFiles) -> None:
     records = reference_one.metrics()
     assert all(isinstance(r["step"], int) and isinstance(r["loss"], float) for r in records)
     train = [r for r in records if r["event"] == "train"]
@@ -83,7 +83,7 @@ def test_metrics_file_has_a_line_per_logged_step_and_a_summary(reference_one: Ru
     summary = records[-1]
     assert summary["event"] == "summary" and summary["step"] == 40
     assert summary["loss"] == train[-1]["loss"] and summary["eval_loss"] == train[-1]["eval_loss"]
-    assert summary["tokens"] == 40 * 16 * 128
+    assert summary["tokens"] == 40 * 16 * 64
     assert train[-1]["loss"] < train[0]["loss"] - 1.0, "the tiny model should learn the toy corpus"
 
 
@@ -108,5 +108,5 @@ def test_progress_goes_to_stdout_every_log_every_steps(harness: Harness, tmp_pat
     assert "tok/s" not in result.stderr
 
 
-def test_only_rank_zero_prints_progress(reference_two: Run) -> None:
+def test_only_rank_zero_prints_progress(reference_two: RunFiles) -> None:
     assert reference_two.output().count("step 10/40 | loss") == 1

@@ -14,7 +14,7 @@ from trainer.config import PrepareConfig
 from trainer.data import prepare
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run
+    from conftest import Harness, RunFiles
 
 WORLD_RTOL = 1e-6
 
@@ -27,7 +27,7 @@ def other_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "data"
 
 
-def _checkpoint_copy(run: Run, step: int, into: Path) -> Path:
+def _checkpoint_copy(run: RunFiles, step: int, into: Path) -> Path:
     checkpoints = into / "checkpoints"
     shutil.copytree(run.checkpoint_dir / f"step_{step:08d}", checkpoints / f"step_{step:08d}")
     return checkpoints
@@ -36,14 +36,14 @@ def _checkpoint_copy(run: Run, step: int, into: Path) -> Path:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"seq_len": 64}, "trainer: error: --seq-len 64: "),
+        ({"seq_len": 128}, "trainer: error: --seq-len 128: "),
         ({"preset": "small"}, "trainer: error: --preset small: "),
         ({"data": "{other_data}"}, "trainer: error: --data {other_data}: holds other data"),
     ],
     ids=["seq-len", "preset", "data"],
 )
 def test_resume_refuses_a_changed_flag_naming_it(
-    harness: Harness, reference_one: Run, other_data: Path, tmp_path: Path, change: dict[str, Any], message: str
+    harness: Harness, reference_one: RunFiles, other_data: Path, tmp_path: Path, change: dict[str, Any], message: str
 ) -> None:
     checkpoints = _checkpoint_copy(reference_one, 10, tmp_path)
     overrides = {key: str(value).format(other_data=other_data) for key, value in change.items()}
@@ -55,7 +55,7 @@ def test_resume_refuses_a_changed_flag_naming_it(
 
 
 def test_resume_with_more_steps_keeps_the_first_run_s_schedule(
-    harness: Harness, reference_two: Run, tmp_path: Path
+    harness: Harness, reference_two: RunFiles, tmp_path: Path
 ) -> None:
     """Resumed at 20 of 40 with --max-steps 60: steps 21-40 repeat the reference exactly (same LR),
     then the LR stays at the floor, lr x min-lr-ratio."""
