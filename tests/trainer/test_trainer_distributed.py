@@ -25,8 +25,11 @@ import re
 import os
 import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 if TYPE_CHECKING:
     from conftest import Harness, Run, RunFiles
@@ -157,16 +160,32 @@ def test_sigterm_to_one_rank_makes_every_rank_join_the_save(harness: Harness) ->
     assert "exitcode  : 143" in agent_report
 
 
-def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(harness: Harness) -> None:
-    """The Kubernetes path: kubelet signals PID 1, which is torchrun in the trainer image."""
-    run = harness.start("sigterm-agent", nproc=2, max_steps=100_000, checkpoint_every=100_000)
+@dataclass
+class Stopped:
+    run: Run
+    code: int
+    step: int
+
+
+@pytest.fixture(scope="module")
+def sigterm_to_agent(harness: Harness) -> Stopped:
+    """SIGTERM to the agent of a 2-process run with background checkpoints every 2 steps, so a
+    save is usually pending when the signal comes: the two tests below read this one run (two
+    such runs, one without background saves, cost 6 s of CPU more; the synchronous save on
+    SIGTERM is the one every background run ends with)."""
+    run = harness.start("sigterm-agent", nproc=2, max_steps=100_000, checkpoint_every=2, async_checkpoint="")
     harness.workers(run, 2)
     code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
-    assert code != 0, "torchrun reports that it was terminated"
-    step = _assert_saved_at_last_logged_step(run)
+    return Stopped(run, code, _assert_saved_at_last_logged_step(run))
+
+
+def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(sigterm_to_agent: Stopped) -> None:
+    """The Kubernetes path: kubelet signals PID 1, which is torchrun in the trainer image."""
+    run = sigterm_to_agent.run
+    assert sigterm_to_agent.code != 0, "torchrun reports that it was terminated"
     for rank in (0, 1):
         assert f"[trainer rank {rank}] stop requested: saved" in run.output()
-    assert step < 100_000
+    assert sigterm_to_agent.step < 100_000
 
 
 def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
@@ -188,12 +207,10 @@ def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
     assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
 
 
-def test_sigterm_with_async_checkpoints_waits_for_the_pending_save_and_saves_synchronously(harness: Harness) -> None:
-    run = harness.start("sigterm-async", nproc=2, max_steps=100_000, checkpoint_every=2, async_checkpoint="")
-    harness.workers(run, 2)
-    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
-    assert code != 0
-    step = _assert_saved_at_last_logged_step(run)
+def test_sigterm_with_async_checkpoints_waits_for_the_pending_save_and_saves_synchronously(
+    sigterm_to_agent: Stopped,
+) -> None:
+    run, step = sigterm_to_agent.run, sigterm_to_agent.step
     folders = sorted(run.checkpoint_dir.iterdir())
     assert folders and all((f / ".complete").is_file() for f in folders), "a pending save was left uncommitted"
     assert re.search(rf"rank 0\] stop requested: saved \S+step_{step:08d} in \d+\.\ds \(synchronously", run.output())
