@@ -48,8 +48,6 @@ dist.destroy_process_group()
 """
 
 # The survivor of the kill below is busy outside any collective (a long computation, a slow
-# read): it would notice nothing of its peer's death. Only its agent can restart it.
-# The survivor of the kill below is busy outside any collective (a long computation, a slow
 # read): it would notice nothing of its peer's death. Only its agent can restart it. A marker
 # file per rank tells a worker's first run from its second: c10d restarts the healthy pod's
 # workers without counting a failure, so TORCHELASTIC_RESTART_COUNT differs between the pods.
