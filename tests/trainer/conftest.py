@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -314,12 +315,15 @@ def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _once(folder: Path) -> Iterator[bool]:
     """Holds `folder`'s lock (fcntl.flock, so one worker at a time) and yields whether what goes
     into it is still to be made; it counts as made once the block ends without an error, so a
-    failed attempt is made again by the next worker that needs it."""
+    failed attempt is made again by the next worker that needs it, from an empty folder (a
+    reference run must not resume from a failed attempt's checkpoints)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     made = folder.with_name(f"{folder.name}.made")
     with open(folder.with_name(f"{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         to_make = not made.exists()
+        if to_make:
+            shutil.rmtree(folder, ignore_errors=True)
         yield to_make
         if to_make:
             made.touch()
