@@ -73,6 +73,11 @@ class RunFiles:
     checkpoint_dir: Path
     metrics_file: Path
 
+    @classmethod
+    def in_folder(cls, folder: Path) -> RunFiles:
+        """Where a run named after `folder` writes, unless told otherwise."""
+        return cls(folder / "output.log", folder / "checkpoints", folder / "metrics.jsonl")
+
     def metrics(self) -> list[dict[str, Any]]:
         if not self.metrics_file.exists():
             return []
@@ -164,8 +169,8 @@ class Harness:
         is what the interpreter (or torchrun) runs with the trainer's arguments."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
-        ckpt = checkpoint_dir or folder / "checkpoints"
-        metrics = folder / "metrics.jsonl"
+        files = RunFiles.in_folder(folder)
+        ckpt, metrics = checkpoint_dir or files.checkpoint_dir, files.metrics_file
         trainer_args = self.train_args(ckpt, metrics, **overrides)
         if nproc is None:
             command = [sys.executable, *entry, *trainer_args]
@@ -178,12 +183,11 @@ class Harness:
                 "--monitor-interval", "0.2",
                 *entry, *trainer_args,
             ]
-        log = folder / "output.log"
-        with open(log, "wb") as out:
+        with open(files.log, "wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                                     cwd=folder, start_new_session=True)
         local = Path(ckpt.removeprefix("file://")) if isinstance(ckpt, str) else ckpt
-        return Run(log, local, metrics, proc)
+        return Run(files.log, local, metrics, proc)
 
     def run_nodes(self, name: str, nodes: int, nproc_per_node: int, expect_code: int = 0,
                   pod_entry: bool = False, max_restarts: int = 0, jobset_fails: bool = False,
@@ -201,7 +205,8 @@ class Harness:
         with `expect_code` and the others end non-zero."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
-        ckpt, metrics = folder / "checkpoints", folder / "metrics.jsonl"
+        files = RunFiles.in_folder(folder)
+        ckpt, metrics = files.checkpoint_dir, files.metrics_file
         endpoint = f"127.0.0.1:{_free_port()}"
         runs = []
         for node in range(nodes):
@@ -356,7 +361,7 @@ def _reference(harness: Harness, shared_dir: Path, name: str, nproc: int | None 
         if to_make:
             shared = Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
             shared.run(name, nproc)
-    return RunFiles(folder / "output.log", folder / "checkpoints", folder / "metrics.jsonl")
+    return RunFiles.in_folder(folder)
 
 
 @pytest.fixture(scope="session")
