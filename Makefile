@@ -35,12 +35,13 @@ synth: setup
 
 # pytest on every core (pytest-xdist; loadfile keeps each test file on one worker, so module
 # fixtures such as a review's scratch repository are built once) with pyright beside it: pyright is one process, and the
-# trainer tests leave cores idle while their runs start. pyright's report is printed after the
+# trainer tests leave cores idle while their runs start. Files go out in collection order, the
+# longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first. pyright's report is printed after the
 # tests' (with their 15 slowest); either failing fails the target.
 test: setup setup-trainer setup-prometheus
 	@mkdir -p build
 	@$(BIN)/pyright > build/pyright.log 2>&1 & typecheck=$$!; \
-	$(BIN)/pytest -n auto --dist loadfile --durations=15; tests=$$?; \
+	$(BIN)/pytest -n auto --dist loadfile --no-loadscope-reorder --durations=15; tests=$$?; \
 	wait $$typecheck; types=$$?; \
 	echo "--- pyright (exit $$types)"; cat build/pyright.log; \
 	test $$tests -eq 0 && test $$types -eq 0
