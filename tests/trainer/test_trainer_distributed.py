@@ -192,7 +192,9 @@ def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
     harness: Harness, reference_two: RunFiles, tmp_path: Path
 ) -> None:
     """Written in the background while training goes on, a checkpoint still holds the state of
-    its own step: resumed from step 20, the losses repeat the synchronous run's exactly."""
+    its own step: resumed from step 20, the losses repeat the synchronous run's exactly. Resumed on
+    one process (a torchrun agent and a torch process fewer): a resize keeps the losses too
+    (test_resume_with_fewer_processes_keeps_the_data_order)."""
     background = harness.run("async-2proc", nproc=2, async_checkpoint="")
     assert harness.max_rel_diff(background.train_losses(), reference_two.train_losses()) <= WORLD_RTOL
     for step in (10, 20, 30, 40):
@@ -201,7 +203,7 @@ def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
 
     checkpoints = tmp_path / "checkpoints"
     shutil.copytree(background.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
-    resumed = harness.run("async-resumed", nproc=2, checkpoint_dir=checkpoints)
+    resumed = harness.run("async-resumed", checkpoint_dir=checkpoints)
     expected = {step: loss for step, loss in reference_two.train_losses().items() if step > 20}
     assert harness.max_rel_diff(resumed.train_losses(), expected) <= WORLD_RTOL
     assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
