@@ -1,6 +1,8 @@
 """A real Prometheus on loopback scrapes a 2-process CPU torchrun run of the trainer (two agents
 of one process, so the fabric gate probes), with the platform's goodput recording rules loaded,
-and every query of the job dashboard returns data."""
+and every query of the job dashboard returns data. The same run shows the gate's report in the
+metrics lines (the fabric gate's other two-node runs: test_trainer_fabric.py), so its four torch
+processes start once."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +25,10 @@ import yaml
 
 from components.observability import dashboards
 from components.observability.rules import goodput_records
+from trainer.fabric import MIB
 
 if TYPE_CHECKING:
-    from conftest import Harness
+    from conftest import Harness, Run
 
 LABELS = {"namespace": "loopback", "jobset": "tiny-run"}
 # Short intervals: the run lasts seconds, and increase() needs two samples.
@@ -110,12 +115,21 @@ def _query_range(base: str, expr: str, start: float, end: float) -> list[dict[st
     return answer["data"]["result"]
 
 
-def test_the_job_dashboard_queries_return_data_from_a_real_run(
-    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass
+class Scraped:
+    run: Run
+    prometheus: str
+    start: float
+    end: float
+
+
+@pytest.fixture(scope="module")
+def scraped(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
+    """The run, with the Prometheus that scraped it still serving queries."""
     metrics_port = _free_port()
-    monkeypatch.setitem(harness.env, "TRAINER_METRICS_PORT", str(metrics_port))
-    prometheus, base = _start_prometheus(tmp_path, metrics_port)
+    env = harness.env
+    harness.env = {**env, "TRAINER_METRICS_PORT": str(metrics_port)}
+    prometheus, base = _start_prometheus(tmp_path_factory.mktemp("prometheus"), metrics_port)
     run = None
     try:
         start = time.time()
@@ -126,22 +140,38 @@ def test_the_job_dashboard_queries_return_data_from_a_real_run(
                                 fabric_floor_gbps=1e-6, fabric_probe_max_mib=4)
         # Let the rules evaluate once more over the last scrapes.
         time.sleep(3)
-        end = time.time()
-        empty = []
-        for expr in dashboards.queries(dashboards.JOB_VIEW):
-            concrete = expr.replace("$namespace", LABELS["namespace"]).replace("$jobset", LABELS["jobset"])
-            if not _query_range(base, concrete, start, end):
-                empty.append(concrete)
-        assert empty == [], f"no data for {empty}; trainer log:\n{run.output()[-2000:]}"
-        job_start = max(float(v) for series in _query_range(
-            base, "trainer_job_start_timestamp_seconds", start, end) for _, v in series["values"])
-        goodput = _query_range(base, "job:trainer_goodput:ratio1h", start, end)
-        points = [(float(t), float(v)) for series in goodput for t, v in series["values"]]
-        # 0 until the first step commits, then the committed share of the elapsed time.
-        assert points and points[-1][1] > 0 and all(v >= 0 for _, v in points)
-        over = [(t, v) for t, v in points if v > _goodput_bound(t - job_start)]
-        assert over == [], f"goodput above committed-over-elapsed time (a count taken twice?): {over}"
+        yield Scraped(run, base, start, time.time())
     finally:
+        harness.env = env
         if run is not None and run.proc.poll() is None:
             harness.kill_tree(run)
         _stop(prometheus)
+
+
+def test_the_job_dashboard_queries_return_data_from_a_real_run(scraped: Scraped) -> None:
+    base, start, end = scraped.prometheus, scraped.start, scraped.end
+    empty = []
+    for expr in dashboards.queries(dashboards.JOB_VIEW):
+        concrete = expr.replace("$namespace", LABELS["namespace"]).replace("$jobset", LABELS["jobset"])
+        if not _query_range(base, concrete, start, end):
+            empty.append(concrete)
+    assert empty == [], f"no data for {empty}; trainer log:\n{scraped.run.output()[-2000:]}"
+    job_start = max(float(v) for series in _query_range(
+        base, "trainer_job_start_timestamp_seconds", start, end) for _, v in series["values"])
+    goodput = _query_range(base, "job:trainer_goodput:ratio1h", start, end)
+    points = [(float(t), float(v)) for series in goodput for t, v in series["values"]]
+    # 0 until the first step commits, then the committed share of the elapsed time.
+    assert points and points[-1][1] > 0 and all(v >= 0 for _, v in points)
+    over = [(t, v) for t, v in points if v > _goodput_bound(t - job_start)]
+    assert over == [], f"goodput above committed-over-elapsed time (a count taken twice?): {over}"
+
+
+def test_the_gate_probe_on_two_nodes_reports_in_the_metrics_lines(scraped: Scraped) -> None:
+    run = scraped.run
+    lines = [r for r in run.metrics() if r["event"] == "train"]
+    assert lines, run.output()
+    report = lines[0]["fabric"]
+    assert report["check"] == "warn" and report["passed"] is True
+    assert [s["bytes"] for s in report["samples"]] == [MIB, 4 * MIB]
+    assert report["busbw_gbps"] > 0 and report["size_bytes"] == 4 * MIB
+    assert "fabric check (warn)" in run.output()
