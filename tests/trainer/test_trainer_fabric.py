@@ -1,5 +1,7 @@
 """The fabric gate (trainer.fabric): the bus-bandwidth formula, NCCL's transport read from its own
-INFO lines, and the gate on two CPU "nodes" with gloo: a probe that reports, a floor that stops."""
+INFO lines, and the gate on two CPU "nodes" with gloo: a floor that stops, a missed floor that warn
+trains past. A probe that passes and reports is read from the Prometheus loopback run
+(test_trainer_prometheus_loopback.py), which is the same two-node warn run."""
 
 from __future__ import annotations
 
@@ -146,27 +148,30 @@ def test_prepare_leaves_single_node_runs_alone(monkeypatch: pytest.MonkeyPatch) 
     assert "NCCL_DEBUG" not in os.environ
 
 
-def test_gate_probe_on_two_nodes_reports_in_the_metrics_lines(harness: Harness) -> None:
-    run = harness.run_nodes("fabric-warn", nodes=2, nproc_per_node=1, fabric_check="warn", **PROBE)
-    lines = [r for r in run.metrics() if r["event"] == "train"]
-    assert lines, run.output()
-    report = lines[0]["fabric"]
-    assert report["check"] == "warn" and report["passed"] is True
-    assert [s["bytes"] for s in report["samples"]] == [MIB, 4 * MIB]
-    assert report["busbw_gbps"] > 0 and report["size_bytes"] == 4 * MIB
-    assert "fabric check (warn)" in run.output()
-
-
-def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None:
-    # Every node's worker measures the same collective and stops; the agents then close the
-    # rendezvous, and one whose store host already left may wait there until the JobSet ends it.
-    def every_node_stopped(runs: list[Run]) -> bool:
+@pytest.fixture(scope="module")
+def stopped_gate(harness: Harness) -> Run:
+    """Two nodes through the pod's entry, under a floor no CPU reaches, with one restart allowed
+    (--max-restarts): read by both tests of what enforce does, so the run's torch processes (two
+    attempts on two nodes) start once. Every node's worker measures the same collective and
+    stops; torchrun ends with 1 when a worker fails and restarts the workers first: the restarted
+    attempt must stop at once, and the pod's entry must exit with 3, the status the Job's
+    podFailurePolicy fails the JobSet on (components.jobs.fabric), which then ends the other pods:
+    an agent whose peer left may wait in the next rendezvous round until then."""
+    def settled(runs: list[Run]) -> bool:
         logs = [r.output() for r in runs]
-        return all("fabric check failed before step 1" in log for log in logs) and any(
+        every_node_stopped = all("fabric check failed before step 1" in log for log in logs) and any(
             "exitcode:3" in log.replace(" ", "") for log in logs)
+        first_node_refused_the_retry = "not retried, an earlier attempt of this job stopped" in logs[0] and (
+            logs[0].count("expected at least 1e+06 GB/s") >= 2)
+        return every_node_stopped and first_node_refused_the_retry
 
-    run = harness.run_nodes("fabric-floor", nodes=2, nproc_per_node=1, expect_code=1, jobset_fails=True,
-                            settled=every_node_stopped, fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+    return harness.run_nodes("fabric-final", nodes=2, nproc_per_node=1, expect_code=fabric.EXIT_FABRIC,
+                             pod_entry=True, max_restarts=1, jobset_fails=True, settled=settled,
+                             fabric_check="enforce", fabric_floor_gbps=1e6, **PROBE)
+
+
+def test_forced_floor_stops_every_node_before_step_one(stopped_gate: Run) -> None:
+    run = stopped_gate
     logs = [(run.log.parent / f"node{node}.log").read_text(errors="replace") for node in range(2)]
     for node, log in enumerate(logs):
         assert "fabric check failed before step 1" in log, f"node {node} did not stop:\n{log[-2000:]}"
@@ -176,24 +181,11 @@ def test_forced_floor_stops_every_node_before_step_one(harness: Harness) -> None
     assert not any(r["event"] == "train" for r in run.metrics()), "a step ran"
 
 
-def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(harness: Harness) -> None:
-    # torchrun ends with 1 when a worker fails and restarts the workers first (--max-restarts):
-    # the restarted attempt must stop at once, and the pod's entry must exit with 3, the status
-    # the Job's podFailurePolicy fails the JobSet on (components.jobs.fabric), which then ends the
-    # other pods: an agent whose peer left may wait in the next rendezvous round until then.
-    def first_node_refused_the_retry(runs: list[Run]) -> bool:
-        output = runs[0].output()
-        return "not retried, an earlier attempt of this job stopped" in output and (
-            output.count("expected at least 1e+06 GB/s") >= 2)
-
-    run = harness.run_nodes("fabric-final", nodes=2, nproc_per_node=1, expect_code=fabric.EXIT_FABRIC,
-                            pod_entry=True, max_restarts=1, jobset_fails=True,
-                            settled=first_node_refused_the_retry, fabric_check="enforce",
-                            fabric_floor_gbps=1e6, **PROBE)
-    output = run.output()
+def test_a_stopped_gate_is_not_retried_and_the_pod_exits_with_the_fabric_status(stopped_gate: Run) -> None:
+    output = stopped_gate.output()
     assert "not retried, an earlier attempt of this job stopped: fabric check failed before step 1" in output
     assert output.count("expected at least 1e+06 GB/s") >= 2, "the restarted attempt did not run"
-    assert (run.metrics_file.parent / "fabric0").read_text().startswith("fabric check failed before step 1")
+    assert (stopped_gate.metrics_file.parent / "fabric0").read_text().startswith("fabric check failed before step 1")
 
 
 def test_a_rank_whose_gate_failed_has_left_its_marker_and_is_ended_by_sigterm_during_its_teardown(
