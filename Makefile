@@ -34,10 +34,11 @@ synth: setup
 	$(BIN)/gpu-platform synth $(STACK)
 
 # pytest on every core (pytest-xdist; loadfile keeps each test file on one worker, so module
-# fixtures such as a review's scratch repository are built once) with pyright beside it: pyright is one process, and the
-# trainer tests leave cores idle while their runs start. Files go out in collection order, the
-# longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first. pyright's report is printed after the
-# tests' (with their 15 slowest); either failing fails the target.
+# fixtures such as a review's scratch repository are built once) with pyright beside it: pyright
+# is one process, and the trainer tests leave cores idle while their runs start. Files go out in
+# collection order, the longest first (tests/conftest.py LONGEST_FIRST), not xdist's
+# most-tests-first. pyright's report is printed after the tests' (with their 15 slowest); either
+# failing fails the target.
 test: setup setup-trainer setup-prometheus
 	@mkdir -p build
 	@$(BIN)/pyright > build/pyright.log 2>&1 & typecheck=$$!; \
