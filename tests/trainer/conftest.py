@@ -153,6 +153,16 @@ class Harness:
             **{NO_RENAME_ENV: str(no_rename_root)},
         )
 
+    @contextmanager
+    def env_with(self, **values: str) -> Iterator[None]:
+        """Every launch inside also gets these variables (a run's own metrics port, say)."""
+        saved = self.env
+        self.env = {**saved, **values}
+        try:
+            yield
+        finally:
+            self.env = saved
+
     def train_args(self, checkpoint_dir: Path | str, metrics_file: Path, **overrides: Any) -> list[str]:
         """Overrides are flags by name (underscores for dashes); an empty string is a switch."""
         options = {**TRAIN_DEFAULTS, **{k.replace("_", "-"): v for k, v in overrides.items()}}

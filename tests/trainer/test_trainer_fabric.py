@@ -278,8 +278,6 @@ def missed_floor(harness: Harness) -> MissedFloor:
     it lasts (20 steps, long enough for a read): read by both tests of what warn does with a missed
     floor, so the two nodes' four torch processes start once."""
     port = _free_port()
-    env = harness.env
-    harness.env = {**env, "TRAINER_METRICS_PORT": str(port)}
     failures: list[BaseException] = []
     runs: list[Run] = []
 
@@ -290,13 +288,11 @@ def missed_floor(harness: Harness) -> MissedFloor:
         except BaseException as error:  # noqa: BLE001 - re-raised below, in the test's thread
             failures.append(error)
 
-    try:
+    with harness.env_with(TRAINER_METRICS_PORT=str(port)):
         running = threading.Thread(target=run)
         running.start()
         series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
         running.join()
-    finally:
-        harness.env = env
     if failures:
         raise failures[0]
     return MissedFloor(runs[0], series)

@@ -127,22 +127,20 @@ class Scraped:
 def scraped(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     """The run, with the Prometheus that scraped it still serving queries."""
     metrics_port = _free_port()
-    env = harness.env
-    harness.env = {**env, "TRAINER_METRICS_PORT": str(metrics_port)}
     prometheus, base = _start_prometheus(tmp_path_factory.mktemp("prometheus"), metrics_port)
     run = None
     try:
         start = time.time()
         # Two torchrun agents of one process each, as two nodes: the fabric gate probes (gloo,
         # 1 and 4 MiB) only across nodes, and the dashboard's fabric panels need its series.
-        run = harness.run_nodes("loopback", nodes=2, nproc_per_node=1, max_steps=160, checkpoint_every=20,
-                                log_every=4, eval_every=40, peak_tflops=1, fabric_check="warn",
-                                fabric_floor_gbps=1e-6, fabric_probe_max_mib=4)
+        with harness.env_with(TRAINER_METRICS_PORT=str(metrics_port)):
+            run = harness.run_nodes("loopback", nodes=2, nproc_per_node=1, max_steps=160, checkpoint_every=20,
+                                    log_every=4, eval_every=40, peak_tflops=1, fabric_check="warn",
+                                    fabric_floor_gbps=1e-6, fabric_probe_max_mib=4)
         # Let the rules evaluate once more over the last scrapes.
         time.sleep(3)
         yield Scraped(run, base, start, time.time())
     finally:
-        harness.env = env
         if run is not None and run.proc.poll() is None:
             harness.kill_tree(run)
         _stop(prometheus)
