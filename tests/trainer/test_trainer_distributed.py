@@ -48,15 +48,6 @@ def test_two_processes_match_one_process_at_the_same_global_batch(
     assert harness.max_rel_diff(reference_two.eval_losses(), reference_one.eval_losses()) <= WORLD_RTOL
 
 
-def test_more_processes_than_eval_samples_evaluate_the_same_samples(harness: Harness) -> None:
-    """Two ranks, one eval sample: one rank evaluates only padding (weight 0), and the loss is the
-    one sample's loss, as on one process."""
-    short = {"max_steps": 2, "checkpoint_every": 2, "eval_samples": 1}
-    one = harness.run("eval-1-sample-1proc", **short)
-    two = harness.run("eval-1-sample-2proc", nproc=2, **short)
-    assert harness.max_rel_diff(two.eval_losses(), one.eval_losses()) <= WORLD_RTOL
-
-
 def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: RunFiles) -> None:
     fsdp = harness.run("fsdp-2proc", nproc=2, parallel="fsdp")
     assert harness.max_rel_diff(fsdp.train_losses(), reference_one.train_losses()) <= FSDP_RTOL
@@ -71,41 +62,74 @@ def test_hsdp_across_two_nodes_matches_ddp(harness: Harness, reference_two: RunF
     assert (hsdp.checkpoint_dir / "step_00000040" / ".complete").is_file()
 
 
-def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(
-    harness: Harness, reference_two: RunFiles
-) -> None:
-    """The harness's file system refuses every rename (as Mountpoint for S3 does), so this run
-    checkpoints, is killed and resumes exactly as it would on a bucket mount."""
-    run = harness.start("sigkill-restart", nproc=2, max_restarts=1)
+@pytest.fixture(scope="module")
+def killed(harness: Harness) -> Run:
+    """A 2-process run with background checkpoints whose last worker is killed with SIGKILL once
+    step 10 is saved; torchrun restarts both. The harness's file system refuses every rename (as
+    Mountpoint for S3 does), so the run checkpoints, is killed and resumes exactly as it would on a
+    bucket mount. The restart, the background saves and the resize below read this one run (a
+    separate background run and its resume cost 9 s of CPU more)."""
+    run = harness.start("sigkill-restart", nproc=2, max_restarts=1, async_checkpoint="")
     first_ckpt = run.checkpoint_dir / "step_00000010" / ".complete"
     harness.wait_for(run, first_ckpt.exists, "the step-10 checkpoint")
     victim = harness.workers(run, 2)[-1]
     assert run.proc.poll() is None, "the run finished before the kill; it must be longer"
     os.kill(victim, signal.SIGKILL)
     assert harness.finish(run) == 0, run.output()[-4000:]
+    return run
 
-    records = [r for r in run.metrics() if r["event"] == "train"]
-    before = [r["step"] for r in records if r["attempt"] == 0]
-    after = [r["step"] for r in records if r["attempt"] == 1]
+
+def _attempt_losses(run: Run, attempt: int) -> dict[int, float]:
+    return {int(r["step"]): float(r["loss"]) for r in run.metrics() if r["event"] == "train" and r["attempt"] == attempt}
+
+
+def _resumed_at(run: Run) -> int:
+    return min(_attempt_losses(run, 1)) - 1
+
+
+def test_killed_worker_restarts_from_last_checkpoint_and_reaches_same_loss_without_renames(
+    killed: Run, reference_two: RunFiles
+) -> None:
+    before, after = sorted(_attempt_losses(killed, 0)), sorted(_attempt_losses(killed, 1))
     assert before and max(before) < 40, "the first attempt should have been cut short"
     assert after, "torchrun should have restarted the workers"
-    resumed_at = after[0] - 1
+    resumed_at = _resumed_at(killed)
     assert resumed_at >= 10 and resumed_at % 10 == 0, f"resumed at {resumed_at}, not from a checkpoint"
-    assert f"resumed from {run.checkpoint_dir / f'step_{resumed_at:08d}'} at step {resumed_at}" in run.output()
+    assert f"resumed from {killed.checkpoint_dir / f'step_{resumed_at:08d}'} at step {resumed_at}" in killed.output()
     assert after == list(range(resumed_at + 1, 41))
 
-    final, reference = run.metrics()[-1], reference_two.metrics()[-1]
+    final, reference = killed.metrics()[-1], reference_two.metrics()[-1]
     assert final["event"] == reference["event"] == "summary"
     assert abs(final["loss"] - reference["loss"]) / reference["loss"] <= RESTART_RTOL
     assert abs(final["eval_loss"] - reference["eval_loss"]) / reference["eval_loss"] <= RESTART_RTOL
 
 
-def test_resume_with_fewer_processes_keeps_the_data_order(harness: Harness, reference_two: RunFiles, tmp_path: Path) -> None:
-    """Also: a newer save that never committed (step 30 without its marker) is not resumed from."""
+def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
+    harness: Harness, killed: Run, reference_two: RunFiles
+) -> None:
+    """Written in the background while training goes on, a checkpoint still holds the state of
+    its own step: both attempts of the killed run, the second resumed from a background save,
+    repeat the synchronous run's losses exactly."""
+    resumed_at = _resumed_at(killed)
+    assert f"saved {killed.checkpoint_dir / f'step_{resumed_at:08d}'} in the background in " in killed.output()
+    for attempt in (0, 1):
+        losses = _attempt_losses(killed, attempt)
+        expected = {step: reference_two.train_losses()[step] for step in losses}
+        assert harness.max_rel_diff(losses, expected) <= WORLD_RTOL, f"attempt {attempt}"
+    assert harness.max_rel_diff(killed.eval_losses(), reference_two.eval_losses()) <= WORLD_RTOL
+    for step in (10, 20, 30, 40):
+        assert (killed.checkpoint_dir / f"step_{step:08d}" / ".complete").is_file()
+
+
+def test_resume_with_fewer_processes_keeps_the_data_order(
+    harness: Harness, killed: Run, reference_two: RunFiles, tmp_path: Path
+) -> None:
+    """The killed run's step-20 checkpoint (2 processes, written in the background) resumed on one.
+    Also: a newer save that never committed (step 30 without its marker) is not resumed from."""
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
-    shutil.copytree(reference_two.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
-    shutil.copytree(reference_two.checkpoint_dir / "step_00000030", checkpoints / "step_00000030")
+    shutil.copytree(killed.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
+    shutil.copytree(killed.checkpoint_dir / "step_00000030", checkpoints / "step_00000030")
     # Uncommitted: rank 0 writes trainer.json and the marker only after every rank has written.
     (checkpoints / "step_00000030" / ".complete").unlink()
     (checkpoints / "step_00000030" / "trainer.json").unlink()
@@ -136,35 +160,62 @@ def _assert_saved_at_last_logged_step(run: Run) -> int:
     return step
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_cleanly(harness: Harness) -> None:
-    run = harness.start("sigterm-1proc", max_steps=100_000, checkpoint_every=100_000)
-    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
-    assert code == 143, run.output()[-4000:]
-    step = _assert_saved_at_last_logged_step(run)
-    assert step < 100_000
-    assert "Traceback" not in run.output()
-    assert f"stop requested: saved {run.checkpoint_dir / f'step_{step:08d}'}" in run.output()
-
-
-def test_sigterm_to_one_rank_makes_every_rank_join_the_save(harness: Harness) -> None:
-    run = harness.start("sigterm-one-rank", nproc=2, max_steps=100_000, checkpoint_every=100_000)
-    victim = harness.workers(run, 2)[0]
-    code = _stop_after_a_few_steps(harness, run, [victim])
-    assert code != 0, "with --max-restarts 0 torchrun reports the interruption"
-    step = _assert_saved_at_last_logged_step(run)
-    for rank in (0, 1):
-        assert f"[trainer rank {rank}] stop requested: saved" in run.output()
-    assert step < 100_000
-    workers_output, agent_report = run.output().split("(exitcode: 143)", 1)
-    assert "Traceback" not in workers_output, "the workers should stop without an error"
-    assert "exitcode  : 143" in agent_report
-
-
 @dataclass
 class Stopped:
     run: Run
     code: int
     step: int
+
+
+# One eval sample, evaluated every 2 steps: the two runs below also show that two ranks evaluate
+# one sample as one process does (a run of each, stopped by SIGTERM, instead of two more runs).
+ONE_EVAL_SAMPLE = {"max_steps": 100_000, "checkpoint_every": 100_000, "eval_samples": 1, "eval_every": 2}
+
+
+@pytest.fixture(scope="module")
+def sigterm_to_one_process(harness: Harness) -> Stopped:
+    run = harness.start("sigterm-1proc", **ONE_EVAL_SAMPLE)
+    code = _stop_after_a_few_steps(harness, run, [run.proc.pid])
+    return Stopped(run, code, _assert_saved_at_last_logged_step(run))
+
+
+@pytest.fixture(scope="module")
+def sigterm_to_one_rank(harness: Harness) -> Stopped:
+    run = harness.start("sigterm-one-rank", nproc=2, **ONE_EVAL_SAMPLE)
+    victim = harness.workers(run, 2)[0]
+    code = _stop_after_a_few_steps(harness, run, [victim])
+    return Stopped(run, code, _assert_saved_at_last_logged_step(run))
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(sigterm_to_one_process: Stopped) -> None:
+    run, step = sigterm_to_one_process.run, sigterm_to_one_process.step
+    assert sigterm_to_one_process.code == 143, run.output()[-4000:]
+    assert step < 100_000
+    assert "Traceback" not in run.output()
+    assert f"stop requested: saved {run.checkpoint_dir / f'step_{step:08d}'}" in run.output()
+
+
+def test_sigterm_to_one_rank_makes_every_rank_join_the_save(sigterm_to_one_rank: Stopped) -> None:
+    run = sigterm_to_one_rank.run
+    assert sigterm_to_one_rank.code != 0, "with --max-restarts 0 torchrun reports the interruption"
+    for rank in (0, 1):
+        assert f"[trainer rank {rank}] stop requested: saved" in run.output()
+    assert sigterm_to_one_rank.step < 100_000
+    workers_output, agent_report = run.output().split("(exitcode: 143)", 1)
+    assert "Traceback" not in workers_output, "the workers should stop without an error"
+    assert "exitcode  : 143" in agent_report
+
+
+def test_more_processes_than_eval_samples_evaluate_the_same_samples(
+    harness: Harness, sigterm_to_one_process: Stopped, sigterm_to_one_rank: Stopped
+) -> None:
+    """Two ranks, one eval sample: one rank evaluates only padding (weight 0), and the loss is the
+    one sample's loss, as on one process (compared at every step both runs evaluated, step 2 at
+    least: both are signalled only after three logged steps)."""
+    one, two = sigterm_to_one_process.run.eval_losses(), sigterm_to_one_rank.run.eval_losses()
+    both = sorted(one.keys() & two.keys())
+    assert 2 in both, f"evaluated at {sorted(one)} and {sorted(two)}"
+    assert harness.max_rel_diff({k: two[k] for k in both}, {k: one[k] for k in both}) <= WORLD_RTOL
 
 
 @pytest.fixture(scope="module")
@@ -186,27 +237,6 @@ def test_sigterm_to_torchrun_is_forwarded_and_every_rank_saves(sigterm_to_agent:
     for rank in (0, 1):
         assert f"[trainer rank {rank}] stop requested: saved" in run.output()
     assert sigterm_to_agent.step < 100_000
-
-
-def test_async_checkpoints_resume_to_the_same_losses_as_synchronous_ones(
-    harness: Harness, reference_two: RunFiles, tmp_path: Path
-) -> None:
-    """Written in the background while training goes on, a checkpoint still holds the state of
-    its own step: resumed from step 20, the losses repeat the synchronous run's exactly. Resumed on
-    one process (a torchrun agent and a torch process fewer): a resize keeps the losses too
-    (test_resume_with_fewer_processes_keeps_the_data_order)."""
-    background = harness.run("async-2proc", nproc=2, async_checkpoint="")
-    assert harness.max_rel_diff(background.train_losses(), reference_two.train_losses()) <= WORLD_RTOL
-    for step in (10, 20, 30, 40):
-        assert (background.checkpoint_dir / f"step_{step:08d}" / ".complete").is_file()
-    assert f"saved {background.checkpoint_dir / 'step_00000020'} in the background in " in background.output()
-
-    checkpoints = tmp_path / "checkpoints"
-    shutil.copytree(background.checkpoint_dir / "step_00000020", checkpoints / "step_00000020")
-    resumed = harness.run("async-resumed", checkpoint_dir=checkpoints)
-    expected = {step: loss for step, loss in reference_two.train_losses().items() if step > 20}
-    assert harness.max_rel_diff(resumed.train_losses(), expected) <= WORLD_RTOL
-    assert harness.max_rel_diff(resumed.eval_losses(), {40: reference_two.eval_losses()[40]}) <= WORLD_RTOL
 
 
 def test_sigterm_with_async_checkpoints_waits_for_the_pending_save_and_saves_synchronously(
