@@ -24,7 +24,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from components.jobs.fabric import MARKER_ENV
 from components.jobs.torchrun import WAIT_THEN_TORCHRUN
@@ -384,3 +387,63 @@ def reference_one(harness: Harness, shared_dir: Path) -> RunFiles:
 def reference_two(harness: Harness, shared_dir: Path) -> RunFiles:
     """Uninterrupted, two processes under torchrun, one micro-batch each per step."""
     return _reference(harness, shared_dir, "reference-2proc", nproc=2)
+
+
+def scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
+    """The fabric series rank 0's endpoint serves, read while the run lasts (the endpoint ends
+    with the process); empty if the run ended before one read found them."""
+    while running.is_alive():
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            time.sleep(0.02)
+            continue
+        found = {f"{s.name}{{{s.labels.get('check', '')},{s.labels.get('transport', '')}}}": s.value
+                 for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name.startswith("trainer_fabric_")}
+        if found:
+            return found
+    return {}
+
+
+@dataclass
+class Scraped:
+    run: RunFiles
+    series: dict[str, float]
+
+
+@pytest.fixture(scope="session")
+def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> Scraped:
+    """Two torchrun agents, one process each, as two nodes: HSDP (2 replicas x 1 shard) under
+    --fabric-check warn with a floor no CPU reaches (a verdict that fails), rank 0's endpoint
+    scraped while it trains. Read by the HSDP test (test_trainer_distributed: the probe, all-reduces
+    of constant buffers, must leave the losses alone) and by both tests of what warn does with a
+    missed floor (test_trainer_fabric), so the four torch processes start once per session."""
+    name = "hsdp-warn-floor"
+    folder = shared_dir / name
+    series_file = folder / "fabric-series.json"
+    with _once(folder) as to_make:
+        if to_make:
+            shared = Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
+            port = _free_port()
+            failures: list[BaseException] = []
+
+            def run() -> None:
+                try:
+                    shared.run_nodes(name, nodes=2, nproc_per_node=1, parallel="hsdp", fabric_check="warn",
+                                     fabric_floor_gbps=1e6, fabric_probe_max_mib=4)
+                except BaseException as error:  # noqa: BLE001 - re-raised below, in the test's thread
+                    failures.append(error)
+
+            with shared.env_with(TRAINER_METRICS_PORT=str(port)):
+                running = threading.Thread(target=run)
+                running.start()
+                series = scrape_while(f"http://127.0.0.1:{port}/metrics", running)
+                running.join()
+            if failures:
+                raise failures[0]
+            series_file.write_text(json.dumps(series))
+    files = RunFiles.in_folder(folder)
+    return Scraped(RunFiles(folder / "node0.log", files.checkpoint_dir, files.metrics_file),
+                   json.loads(series_file.read_text()))

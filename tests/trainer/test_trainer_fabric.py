@@ -1,28 +1,24 @@
 """The fabric gate (trainer.fabric): the bus-bandwidth formula, NCCL's transport read from its own
 INFO lines, and the gate on two CPU "nodes" with gloo: a floor that stops, a missed floor that warn
-trains past. A probe that passes and reports is read from the Prometheus loopback run
-(test_trainer_prometheus_loopback.py), which is the same two-node warn run."""
+trains past (read from the HSDP two-node run, conftest.hsdp_missed_floor). A probe that passes and
+reports is read from the Prometheus loopback run (test_trainer_prometheus_loopback.py), which is
+the same two-node warn run."""
 
 from __future__ import annotations
 
 import os
 import signal
 import socket
-import threading
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from trainer import config, fabric, parallel, train
 from trainer.fabric import MIB, Sample, Transport
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run
+    from conftest import Harness, Run, Scraped
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
 # Small sizes keep the gloo probe quick on shared CPUs: 1 MiB and 4 MiB.
@@ -242,72 +238,16 @@ def test_a_rank_that_returned_from_training_is_ended_by_sigterm_during_its_closi
     assert during_teardown == [(signal.SIG_DFL, True)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
-    """The fabric series rank 0's endpoint serves, read while the run lasts (the endpoint ends
-    with the process); empty if the run ended before one read found them."""
-    while running.is_alive():
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                text = response.read().decode()
-        except OSError:
-            time.sleep(0.02)
-            continue
-        found = {f"{s.name}{{{s.labels.get('check', '')},{s.labels.get('transport', '')}}}": s.value
-                 for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name.startswith("trainer_fabric_")}
-        if found:
-            return found
-    return {}
-
-
-@dataclass
-class MissedFloor:
-    run: Run
-    series: dict[str, float]
-
-
-@pytest.fixture(scope="module")
-def missed_floor(harness: Harness) -> MissedFloor:
-    """One warn run under a floor no CPU reaches (a verdict that fails), its endpoint scraped while
-    it lasts (20 steps, long enough for a read): read by both tests of what warn does with a missed
-    floor, so the two nodes' four torch processes start once."""
-    port = _free_port()
-    failures: list[BaseException] = []
-    runs: list[Run] = []
-
-    def run() -> None:
-        try:
-            runs.append(harness.run_nodes("fabric-warn-floor", nodes=2, nproc_per_node=1, fabric_check="warn",
-                                          fabric_floor_gbps=1e6, **{**PROBE, "max_steps": 20, "checkpoint_every": 20}))
-        except BaseException as error:  # noqa: BLE001 - re-raised below, in the test's thread
-            failures.append(error)
-
-    with harness.env_with(TRAINER_METRICS_PORT=str(port)):
-        running = threading.Thread(target=run)
-        running.start()
-        series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
-        running.join()
-    if failures:
-        raise failures[0]
-    return MissedFloor(runs[0], series)
-
-
-def test_warn_mode_reports_a_missed_floor_and_trains(missed_floor: MissedFloor) -> None:
-    run = missed_floor.run
+def test_warn_mode_reports_a_missed_floor_and_trains(hsdp_missed_floor: Scraped) -> None:
+    run = hsdp_missed_floor.run
     assert "(--fabric-check warn: training anyway)" in run.output()
     report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
     assert report["passed"] is False and report["floor_gbps"] == 1e6
-    assert [r["step"] for r in run.metrics() if r["event"] == "train"] == list(range(1, 21))
+    assert [r["step"] for r in run.metrics() if r["event"] == "train"] == list(range(1, 41))
 
 
-def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(missed_floor: MissedFloor) -> None:
-    run, series = missed_floor.run, missed_floor.series
+def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(hsdp_missed_floor: Scraped) -> None:
+    run, series = hsdp_missed_floor.run, hsdp_missed_floor.series
     report = next(r["fabric"] for r in run.metrics() if r["event"] == "train")
     assert series, f"the endpoint never served the fabric series; log:\n{run.output()[-3000:]}"
     assert series["trainer_fabric_bus_bandwidth_bytes_per_second{warn,none}"] == report["busbw_gbps"] * 1e9
