@@ -10,7 +10,8 @@ The reference runs are uninterrupted trainings with one fixed configuration (tin
 steps, a checkpoint every 10). Interrupted, resized and sharded runs are compared against them.
 They and the prepared corpus are made once per test session, by the first pytest-xdist worker
 that needs them, in a folder all workers read (`_once`): each is a torch process or three that
-every worker would otherwise start again.
+every worker would otherwise start again. So is the HSDP two-node run with the fabric probe in
+warn mode (`hsdp_missed_floor`), which test_trainer_distributed and test_trainer_fabric both read.
 """
 
 from __future__ import annotations
@@ -389,7 +390,7 @@ def reference_two(harness: Harness, shared_dir: Path) -> RunFiles:
     return _reference(harness, shared_dir, "reference-2proc", nproc=2)
 
 
-def scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
+def _scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
     """The fabric series rank 0's endpoint serves, read while the run lasts (the endpoint ends
     with the process); empty if the run ended before one read found them."""
     while running.is_alive():
@@ -408,13 +409,15 @@ def scrape_while(url: str, running: threading.Thread) -> dict[str, float]:
 
 
 @dataclass
-class Scraped:
+class FabricSeries:
+    """A run and the trainer_fabric_* series its endpoint served while it trained."""
+
     run: RunFiles
     series: dict[str, float]
 
 
 @pytest.fixture(scope="session")
-def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> Scraped:
+def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> FabricSeries:
     """Two torchrun agents, one process each, as two nodes: HSDP (2 replicas x 1 shard) under
     --fabric-check warn with a floor no CPU reaches (a verdict that fails), rank 0's endpoint
     scraped while it trains. Read by the HSDP test (test_trainer_distributed: the probe, all-reduces
@@ -439,11 +442,11 @@ def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> Scraped:
             with shared.env_with(TRAINER_METRICS_PORT=str(port)):
                 running = threading.Thread(target=run)
                 running.start()
-                series = scrape_while(f"http://127.0.0.1:{port}/metrics", running)
+                series = _scrape_while(f"http://127.0.0.1:{port}/metrics", running)
                 running.join()
             if failures:
                 raise failures[0]
             series_file.write_text(json.dumps(series))
     files = RunFiles.in_folder(folder)
-    return Scraped(RunFiles(folder / "node0.log", files.checkpoint_dir, files.metrics_file),
+    return FabricSeries(RunFiles(folder / "node0.log", files.checkpoint_dir, files.metrics_file),
                    json.loads(series_file.read_text()))

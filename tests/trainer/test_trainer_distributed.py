@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run, RunFiles, Scraped
+    from conftest import FabricSeries, Harness, Run, RunFiles
 
 WORLD_RTOL = 1e-6
 FSDP_RTOL = 1e-5
@@ -55,7 +55,7 @@ def test_fsdp_two_processes_match_one_process(harness: Harness, reference_one: R
 
 
 def test_hsdp_across_two_nodes_matches_ddp(
-    harness: Harness, hsdp_missed_floor: Scraped, reference_two: RunFiles
+    harness: Harness, hsdp_missed_floor: FabricSeries, reference_two: RunFiles
 ) -> None:
     """Two torchrun agents, one process each, as two nodes: a (2 replicas x 1 shard) mesh (the run
     also probes the fabric, in warn mode: test_trainer_fabric reads it)."""
@@ -83,7 +83,8 @@ def killed(harness: Harness) -> Run:
 
 
 def _attempt_losses(run: Run, attempt: int) -> dict[int, float]:
-    return {int(r["step"]): float(r["loss"]) for r in run.metrics() if r["event"] == "train" and r["attempt"] == attempt}
+    return {int(r["step"]): float(r["loss"]) for r in run.metrics()
+            if r["event"] == "train" and r["attempt"] == attempt}
 
 
 def _resumed_at(run: Run) -> int:

@@ -18,7 +18,7 @@ from trainer import config, fabric, parallel, train
 from trainer.fabric import MIB, Sample, Transport
 
 if TYPE_CHECKING:
-    from conftest import Harness, Run, Scraped
+    from conftest import FabricSeries, Harness, Run
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "nccl_logs"
 # Small sizes keep the gloo probe quick on shared CPUs: 1 MiB and 4 MiB.
@@ -238,7 +238,7 @@ def test_a_rank_that_returned_from_training_is_ended_by_sigterm_during_its_closi
     assert during_teardown == [(signal.SIG_DFL, True)]
 
 
-def test_warn_mode_reports_a_missed_floor_and_trains(hsdp_missed_floor: Scraped) -> None:
+def test_warn_mode_reports_a_missed_floor_and_trains(hsdp_missed_floor: FabricSeries) -> None:
     run = hsdp_missed_floor.run
     assert "(--fabric-check warn: training anyway)" in run.output()
     report = [r for r in run.metrics() if r["event"] == "train"][0]["fabric"]
@@ -246,7 +246,7 @@ def test_warn_mode_reports_a_missed_floor_and_trains(hsdp_missed_floor: Scraped)
     assert [r["step"] for r in run.metrics() if r["event"] == "train"] == list(range(1, 41))
 
 
-def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(hsdp_missed_floor: Scraped) -> None:
+def test_the_metrics_endpoint_serves_the_probe_s_result_and_a_missed_floor(hsdp_missed_floor: FabricSeries) -> None:
     run, series = hsdp_missed_floor.run, hsdp_missed_floor.series
     report = next(r["fabric"] for r in run.metrics() if r["event"] == "train")
     assert series, f"the endpoint never served the fabric series; log:\n{run.output()[-3000:]}"
