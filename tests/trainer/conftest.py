@@ -449,4 +449,4 @@ def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> FabricSeries:
             series_file.write_text(json.dumps(series))
     files = RunFiles.in_folder(folder)
     return FabricSeries(RunFiles(folder / "node0.log", files.checkpoint_dir, files.metrics_file),
-                   json.loads(series_file.read_text()))
+                        json.loads(series_file.read_text()))
