@@ -78,9 +78,11 @@ class RunFiles:
     metrics_file: Path
 
     @classmethod
-    def in_folder(cls, folder: Path) -> RunFiles:
-        """Where a run named after `folder` writes, unless told otherwise."""
-        return cls(folder / "output.log", folder / "checkpoints", folder / "metrics.jsonl")
+    def in_folder(cls, folder: Path, node: int | None = None) -> RunFiles:
+        """Where a run named after `folder` writes, unless told otherwise; the agents of a
+        multi-node run (Harness.run_nodes) share all but their logs."""
+        log = folder / ("output.log" if node is None else f"node{node}.log")
+        return cls(log, folder / "checkpoints", folder / "metrics.jsonl")
 
     def metrics(self) -> list[dict[str, Any]]:
         if not self.metrics_file.exists():
@@ -219,16 +221,15 @@ class Harness:
         with `expect_code` and the others end non-zero."""
         folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
-        files = RunFiles.in_folder(folder)
-        ckpt, metrics = files.checkpoint_dir, files.metrics_file
         endpoint = f"127.0.0.1:{_free_port()}"
         runs = []
         for node in range(nodes):
+            files = RunFiles.in_folder(folder, node)
             agent = [
                 f"--nnodes={nodes}", f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}",
                 "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={name}",
                 "--monitor-interval=0.2",
-                "-m", "trainer", *self.train_args(ckpt, metrics, **overrides),
+                "-m", "trainer", *self.train_args(files.checkpoint_dir, files.metrics_file, **overrides),
             ]
             env = dict(self.env)
             if pod_entry:
@@ -236,11 +237,10 @@ class Harness:
                 env.update(NODE_RANK=str(node), RDZV_WAIT_SECONDS="30", **{MARKER_ENV: str(folder / f"fabric{node}")})
             else:
                 command = [sys.executable, "-m", "torch.distributed.run", *agent]
-            log = folder / f"node{node}.log"
-            with open(log, "wb") as out:
+            with open(files.log, "wb") as out:
                 proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                         cwd=folder, start_new_session=True)
-            runs.append(Run(log, ckpt, metrics, proc))
+            runs.append(Run(files.log, files.checkpoint_dir, files.metrics_file, proc))
         if jobset_fails:
             first = self.first_to_end(runs)
             deadline = time.monotonic() + JOBSET_GRACE_S
@@ -369,12 +369,16 @@ def harness(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Harness
     return Harness(tmp_path_factory.mktemp("runs"), data_dir, no_rename_root=_session_root(tmp_path_factory))
 
 
+def _sharing(harness: Harness, shared_dir: Path) -> Harness:
+    """The harness whose runs land in the folder every worker reads."""
+    return Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
+
+
 def _reference(harness: Harness, shared_dir: Path, name: str, nproc: int | None = None) -> RunFiles:
     folder = shared_dir / name
     with _once(folder) as to_make:
         if to_make:
-            shared = Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
-            shared.run(name, nproc)
+            _sharing(harness, shared_dir).run(name, nproc)
     return RunFiles.in_folder(folder)
 
 
@@ -428,7 +432,7 @@ def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> FabricSeries:
     series_file = folder / "fabric-series.json"
     with _once(folder) as to_make:
         if to_make:
-            shared = Harness(shared_dir, harness.data_dir, no_rename_root=harness.no_rename_root)
+            shared = _sharing(harness, shared_dir)
             port = _free_port()
             failures: list[BaseException] = []
 
@@ -447,6 +451,4 @@ def hsdp_missed_floor(harness: Harness, shared_dir: Path) -> FabricSeries:
             if failures:
                 raise failures[0]
             series_file.write_text(json.dumps(series))
-    files = RunFiles.in_folder(folder)
-    return FabricSeries(RunFiles(folder / "node0.log", files.checkpoint_dir, files.metrics_file),
-                        json.loads(series_file.read_text()))
+    return FabricSeries(RunFiles.in_folder(folder, node=0), json.loads(series_file.read_text()))
